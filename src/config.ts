@@ -1,0 +1,55 @@
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+
+/**
+ * All configuration, read once from the environment and validated. A bad value stops startup
+ * with a message naming the variable. Every variable is documented in README and DEPLOYMENT.md.
+ */
+const schema = z.object({
+  PORT: z.coerce.number().int().min(1).max(65535).default(8080),
+  /** 127.0.0.1 for local use; the container sets 0.0.0.0 (Cloud Run routes to it). */
+  HOST: z.string().min(1).default("127.0.0.1"),
+  KORRAL_KEYS_FILE: z
+    .string()
+    .min(1)
+    .default(fileURLToPath(new URL("../keys.json", import.meta.url))),
+  KORRAL_LOG_DIR: z
+    .string()
+    .min(1)
+    .default(fileURLToPath(new URL("../log", import.meta.url))),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type Config = Readonly<{
+  port: number;
+  host: string;
+  keysFile: string;
+  logDir: string;
+  logLevel: z.infer<typeof schema>["LOG_LEVEL"];
+}>;
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty strings count as unset, as they do in most deployment tools.
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
+  );
+  const parsed = schema.safeParse(present);
+  if (!parsed.success) {
+    const problems = parsed.error.issues
+      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
+      .join("; ");
+    throw new ConfigError(`Invalid configuration: ${problems}`);
+  }
+  const c = parsed.data;
+  return {
+    port: c.PORT,
+    host: c.HOST,
+    keysFile: c.KORRAL_KEYS_FILE,
+    logDir: c.KORRAL_LOG_DIR,
+    logLevel: c.LOG_LEVEL,
+  };
+}

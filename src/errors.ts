@@ -1,0 +1,153 @@
+import { KeySourceError } from "./keys/provider.js";
+import { StoreLinkError } from "./storelink/client.js";
+
+/**
+ * The documented set of failure types a client can branch on (`structuredContent.error.type`).
+ * README lists each with its meaning; keep the two in step.
+ */
+export const ERROR_TYPES = [
+  "invalid_arguments",
+  "unknown_sku",
+  "unknown_store",
+  "not_ranged",
+  "no_credentials",
+  "auth_failed",
+  "not_found",
+  "idempotency_conflict",
+  "storelink_unavailable",
+  "outcome_unknown",
+  "internal",
+] as const;
+export type ErrorType = (typeof ERROR_TYPES)[number];
+
+export interface ToolErrorBody {
+  type: ErrorType;
+  message: string;
+  next_step: string;
+  retryable: boolean;
+}
+
+/**
+ * A failure meant for the model: a safe message, what to do next, and whether retrying can help.
+ * `extra` is merged into `structuredContent` beside `error` (e.g. per-store entries).
+ */
+export class ToolError extends Error {
+  override readonly name = "ToolError";
+  constructor(
+    readonly type: ErrorType,
+    message: string,
+    readonly nextStep: string,
+    readonly retryable: boolean,
+    readonly extra?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+
+  toBody(): ToolErrorBody {
+    return {
+      type: this.type,
+      message: this.message,
+      next_step: this.nextStep,
+      retryable: this.retryable,
+    };
+  }
+}
+
+export const noCredentials = (storeId: string): ToolError =>
+  new ToolError(
+    "no_credentials",
+    `No credentials for store ${storeId}. Ask Korral IT for access.`,
+    `Tell the buyer this server has no StoreLink key for store ${storeId}; Korral IT can grant one. Other stores are unaffected.`,
+    false,
+  );
+
+export const authFailed = (storeId: string): ToolError =>
+  new ToolError(
+    "auth_failed",
+    `Authentication failed for store ${storeId} after key reload. If it still fails, retry shortly; if it keeps failing, contact Korral IT.`,
+    "Retry once in a minute; if it fails again, tell the buyer to contact Korral IT.",
+    true,
+  );
+
+/**
+ * Maps any thrown value to a ToolError. Unknown errors become `internal` with a reference only:
+ * their text (and stack) may carry details the model must not see; the logs keep them.
+ */
+export function toToolError(error: unknown, requestId: string): ToolError {
+  if (error instanceof ToolError) return error;
+  if (error instanceof KeySourceError) {
+    return new ToolError(
+      "no_credentials",
+      `Could not read the StoreLink credentials for store ${error.storeId}. Ask Korral IT for access.`,
+      "Tell the buyer the key configuration for this store could not be read; Korral IT must check it. Other stores may still work.",
+      false,
+    );
+  }
+  if (error instanceof StoreLinkError) {
+    switch (error.kind) {
+      case "unknown_store":
+        return new ToolError(
+          "unknown_store",
+          error.message,
+          "Check the store id with the buyer; the store directory resource lists Korral's stores.",
+          false,
+        );
+      case "unknown_sku":
+        return new ToolError(
+          "unknown_sku",
+          error.message,
+          "Call lookup_sku with the product name to find the right SKU code.",
+          false,
+        );
+      case "not_ranged":
+        return new ToolError(
+          "not_ranged",
+          error.message,
+          "The store does not stock this product: not a typo, and retrying will not help. Do not order it for this store.",
+          false,
+        );
+      case "order_not_found":
+        return new ToolError(
+          "not_found",
+          error.message,
+          "Check the order id and the store it was placed for; orders can only be read back by their own store.",
+          false,
+        );
+      case "idempotency_conflict":
+        return new ToolError(
+          "idempotency_conflict",
+          error.message,
+          "Nothing was submitted. Use a new idempotency_key for a different order, or resend the original parameters unchanged.",
+          false,
+        );
+      case "unavailable":
+        return new ToolError(
+          "storelink_unavailable",
+          "StoreLink could not be reached; nothing was sent.",
+          "Retry in a minute; if it keeps failing, tell the buyer StoreLink is unavailable.",
+          true,
+        );
+      case "outcome_unknown":
+        return new ToolError(
+          "outcome_unknown",
+          "The order was sent to StoreLink but no answer came back: it may or may not have been created.",
+          "Do NOT resubmit blindly. Tell the buyer the outcome is unknown; check with get_replenishment_status, or retry with the same idempotency_key so a landed order is returned instead of duplicated.",
+          false,
+        );
+      case "unauthorized":
+        // Reached only if a caller bypassed the retry-once policy in auth.ts.
+        return new ToolError(
+          "auth_failed",
+          "StoreLink rejected the credentials.",
+          "Retry shortly; if it keeps failing, contact Korral IT.",
+          true,
+        );
+    }
+  }
+  return new ToolError(
+    "internal",
+    `Internal error in the Korral StoreLink server (reference ${requestId}).`,
+    `Retry once; if it fails again, give Korral IT the reference ${requestId}.`,
+    true,
+  );
+}

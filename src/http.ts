@@ -1,0 +1,103 @@
+import { pathToFileURL } from "node:url";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import { ConfigError, loadConfig } from "./config.js";
+import { FileKeyProvider } from "./keys/file.js";
+import { opsLog } from "./logging/ops.js";
+import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
+import type { ServerDeps } from "./tools/define.js";
+
+const JSON_BODY_LIMIT = "256kb";
+
+const rpcError = (res: Response, status: number, code: number, message: string): void => {
+  if (res.headersSent) return;
+  res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
+};
+
+/**
+ * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder) are
+ * shared by every request of the process; each request gets its own MCP server and transport so
+ * concurrent requests never share protocol state.
+ */
+export function createApp(deps: ServerDeps): Express {
+  const app = express();
+  app.disable("x-powered-by");
+
+  app.get("/healthz", (_req, res) => {
+    res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
+  });
+
+  app.post(
+    "/mcp",
+    express.json({ limit: JSON_BODY_LIMIT }),
+    async (req: Request, res: Response) => {
+      const server = createServer(deps);
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableJsonResponse: true,
+      });
+      res.on("close", () => {
+        void transport.close();
+        void server.close();
+      });
+      try {
+        await server.connect(transport);
+        await transport.handleRequest(req, res, req.body);
+      } catch (error) {
+        opsLog.error({ err: error }, "MCP request failed");
+        rpcError(res, 500, -32603, "Internal server error");
+      }
+    },
+  );
+
+  const methodNotAllowed = (_req: Request, res: Response): void => {
+    res.setHeader("Allow", "POST");
+    rpcError(res, 405, -32000, "Method not allowed: this server is stateless; use POST /mcp.");
+  };
+  app.get("/mcp", methodNotAllowed);
+  app.delete("/mcp", methodNotAllowed);
+
+  app.use((_req: Request, res: Response) => {
+    rpcError(res, 404, -32601, "Not found: the MCP endpoint is POST /mcp.");
+  });
+
+  // Body-parser failures and anything unexpected: JSON-RPC bodies, never an HTML page or a stack.
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const type = (error as { type?: string }).type;
+    if (type === "entity.parse.failed") {
+      rpcError(res, 400, -32700, "Parse error: the request body is not valid JSON.");
+    } else if (type === "entity.too.large") {
+      rpcError(res, 413, -32600, `Request body larger than ${JSON_BODY_LIMIT}.`);
+    } else {
+      opsLog.error({ err: error }, "HTTP request failed");
+      rpcError(res, 500, -32603, "Internal server error");
+    }
+  });
+  return app;
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  opsLog.level = config.logLevel;
+  const app = createApp(defaultDeps({ keys: new FileKeyProvider(config.keysFile) }));
+  const listener = app.listen(config.port, config.host, () => {
+    opsLog.info(
+      { host: config.host, port: config.port },
+      "korral-storelink MCP server listening on HTTP",
+    );
+  });
+  const stop = (): void => {
+    listener.close(() => process.exit(0));
+  };
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((error: unknown) => {
+    console.error(
+      error instanceof ConfigError ? error.message : "korral-storelink failed to start on HTTP",
+    );
+    process.exit(error instanceof ConfigError ? 2 : 1);
+  });
+}

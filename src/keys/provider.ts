@@ -1,0 +1,29 @@
+import type { ApiKey } from "./api-key.js";
+
+/**
+ * Where per-store StoreLink keys come from. Implementations re-read their source on every call
+ * (an operator's rotation is picked up by the very next tool call) unless a deliberately enabled
+ * short cache says otherwise; `fresh: true` always bypasses any cache (the reload after a 401).
+ */
+export interface StoreKeyProvider {
+  /**
+   * The key for `storeId`, or `undefined` when the source has no key for that store.
+   * Throws `KeySourceError` when the source itself cannot be read.
+   */
+  getKey(storeId: string, options?: { fresh?: boolean }): Promise<ApiKey | undefined>;
+}
+
+/**
+ * The key source failed (unreadable file, Secret Manager error, deadline). The message names the
+ * store and a cause category only: never key material, never a parser's or gRPC's raw text.
+ */
+export class KeySourceError extends Error {
+  override readonly name = "KeySourceError";
+  constructor(
+    readonly storeId: string,
+    /** Short, secret-free cause category for operators, e.g. "key file is not valid JSON". */
+    readonly reason: string,
+  ) {
+    super(`Key source failed for store ${storeId}: ${reason}`);
+  }
+}

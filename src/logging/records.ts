@@ -1,0 +1,45 @@
+/** One line of log/trace.jsonl: every tool call, read or write, success or failure. */
+export interface TraceRecord {
+  ts: string;
+  request_id: string;
+  tool: string;
+  /** Always a string or null; multi-store calls keep `store_ids` inside `args`. */
+  store_id: string | null;
+  status: "ok" | "error";
+  /** `<type>: <message>` of a failed call, else null. */
+  error: string | null;
+  duration_ms: number;
+  args: unknown;
+}
+
+export type AuditOutcome = "CREATED" | "REPLAYED" | "REJECTED" | "UNCERTAIN" | "PREVIEW";
+
+/** One line of log/audit.log: every write attempt, always with its reason. */
+export interface AuditRecord {
+  ts: string;
+  outcome: AuditOutcome;
+  order_id: string | null;
+  store_id: string | null;
+  sku: string | null;
+  quantity: number | null;
+  request_id: string;
+  reason: string | null;
+  /** Why it was rejected or uncertain. */
+  detail?: string;
+}
+
+/**
+ * Where the server sends trace and audit records. Implementations never throw: a broken log
+ * directory must not fail a replenishment order.
+ */
+export interface CallRecorder {
+  trace(record: TraceRecord): void;
+  /** Resolves once the record is durable (for CREATED: on disk) or has been given up on. */
+  audit(record: AuditRecord): Promise<void>;
+}
+
+/** Records nothing; for tests that do not look at logs. */
+export const nullRecorder: CallRecorder = {
+  trace() {},
+  async audit() {},
+};

@@ -1,0 +1,124 @@
+import { randomUUID } from "node:crypto";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { loadConfig } from "./config.js";
+import { toToolError } from "./errors.js";
+import { FileKeyProvider } from "./keys/file.js";
+import { opsLog } from "./logging/ops.js";
+import { nullRecorder } from "./logging/records.js";
+import { InMemoryStoreLink } from "./storelink/memory.js";
+import type { ServerDeps } from "./tools/define.js";
+import { TOOLS } from "./tools/index.js";
+
+export const SERVER_NAME = "korral-storelink";
+export const SERVER_VERSION = "0.1.0";
+
+const INSTRUCTIONS =
+  "Korral StoreLink gives a category buyer's replenishment agent four tools: lookup_sku -> " +
+  "get_stock_position -> create_replenishment_order -> get_replenishment_status. Resolve the " +
+  "product, read stock across stores and quote the raw numbers with gap (gap 0 is a knife edge, " +
+  "never fine), and only with the buyer's explicit approval of store, SKU and quantity submit one " +
+  "order, then read its status back. Orders load real trucks and cannot be cancelled here.";
+
+// Built once per process: the tool listing and the validator the SDK would otherwise build per server.
+const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
+const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
+const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
+
+/** Fills in the defaults: the seeded in-memory StoreLink and keys from keys.json. */
+export function defaultDeps(overrides: Partial<ServerDeps> = {}): ServerDeps {
+  return {
+    storelink: overrides.storelink ?? new InMemoryStoreLink(),
+    keys: overrides.keys ?? new FileKeyProvider(loadConfig().keysFile),
+    recorder: overrides.recorder ?? nullRecorder,
+  };
+}
+
+export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
+
+/**
+ * Runs one tool call. This is the one place where failures become `isError` results, and where
+ * every call, success or failure, is traced.
+ */
+export async function callTool(
+  deps: ServerDeps,
+  name: string,
+  args: unknown,
+  signal: AbortSignal,
+): Promise<CallToolResult> {
+  const tool = TOOLS_BY_NAME.get(name);
+  if (!tool) {
+    throw new McpError(
+      ErrorCode.InvalidParams,
+      `Unknown tool: ${name}. Available: ${[...TOOLS_BY_NAME.keys()].join(", ")}`,
+    );
+  }
+  const requestId = newRequestId();
+  const started = performance.now();
+  const ts = new Date().toISOString();
+  let result: CallToolResult;
+  let storeId: string | null;
+  let error: string | null = null;
+  try {
+    const outcome = await tool.call(args, { ...deps, requestId, signal });
+    storeId = outcome.storeId;
+    result = {
+      content: [{ type: "text", text: JSON.stringify(outcome.structured) }],
+      structuredContent: outcome.structured,
+    };
+  } catch (thrown) {
+    const toolError = toToolError(thrown, requestId);
+    if (toolError.type === "internal") {
+      opsLog.error(
+        { err: thrown, request_id: requestId, tool: name },
+        "tool call failed unexpectedly",
+      );
+    }
+    storeId = tool.storeIdOfRaw(args);
+    error = `${toolError.type}: ${toolError.message}`;
+    result = {
+      content: [{ type: "text", text: `${toolError.message} Next step: ${toolError.nextStep}` }],
+      structuredContent: { ...toolError.extra, error: toolError.toBody() },
+      isError: true,
+    };
+  }
+  deps.recorder.trace({
+    ts,
+    request_id: requestId,
+    tool: name,
+    store_id: storeId,
+    status: error === null ? "ok" : "error",
+    error,
+    duration_ms: Math.round((performance.now() - started) * 100) / 100,
+    args: args ?? {},
+  });
+  return result;
+}
+
+/**
+ * Builds an MCP server over the given StoreLink, key provider and recorder. Cheap by design: the
+ * tool listing, schemas and validator are module-level, so HTTP can build one per request.
+ */
+export function createServer(overrides: Partial<ServerDeps> = {}): Server {
+  const deps = defaultDeps(overrides);
+  const server = new Server(
+    { name: SERVER_NAME, version: SERVER_VERSION },
+    {
+      capabilities: { tools: { listChanged: false } },
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator: SHARED_VALIDATOR,
+    },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
+    callTool(deps, request.params.name, request.params.arguments, extra.signal),
+  );
+  return server;
+}

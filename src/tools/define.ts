@@ -1,0 +1,128 @@
+import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { ToolError } from "../errors.js";
+import type { StoreKeyProvider } from "../keys/provider.js";
+import type { CallRecorder } from "../logging/records.js";
+import type { StoreLinkClient } from "../storelink/client.js";
+
+/** What every tool handler may use. Built once per process and shared by all calls. */
+export interface ServerDeps {
+  storelink: StoreLinkClient;
+  keys: StoreKeyProvider;
+  recorder: CallRecorder;
+}
+
+/** Per-call context: the shared dependencies plus this call's identity. */
+export interface ToolContext extends ServerDeps {
+  requestId: string;
+  signal: AbortSignal;
+}
+
+export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
+  name: string;
+  title: string;
+  description: string;
+  input: I;
+  output: O;
+  annotations: Required<
+    Pick<ToolAnnotations, "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint">
+  >;
+  /** The single store a call concerns, for the trace's `store_id` column (null if several). */
+  storeIdOf(args: z.infer<I>): string | null;
+  handler(args: z.infer<I>, ctx: ToolContext): Promise<z.infer<O>>;
+  /** Called when arguments fail validation, before the error is returned (the write audits it). */
+  onInvalidArguments?(raw: unknown, error: ToolError, ctx: ToolContext): Promise<void>;
+}
+
+/** The JSON a client sees in tools/list. */
+export interface ToolListing {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: { type: "object"; [key: string]: unknown };
+  outputSchema: { type: "object"; [key: string]: unknown };
+  annotations: ToolAnnotations;
+}
+
+/** A tool with its types erased, ready for the dispatcher in server.ts. */
+export interface Tool {
+  name: string;
+  listing: ToolListing;
+  /** Parses `raw` and returns the validated structured result; throws on any failure. */
+  call(
+    raw: unknown,
+    ctx: ToolContext,
+  ): Promise<{ structured: Record<string, unknown>; storeId: string | null }>;
+  /** Best-effort store id from unvalidated arguments, for the trace of a rejected call. */
+  storeIdOfRaw(raw: unknown): string | null;
+}
+
+function jsonSchemaOf(schema: z.ZodObject, io: "input" | "output"): ToolListing["inputSchema"] {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any" });
+  return { ...rest, type: "object" };
+}
+
+/** Formats zod issues as one line the model can act on: `quantity: must be at most 10000`. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.length > 0 ? issue.path.join(".") : "arguments";
+      return `${path}: ${issue.message}`;
+    })
+    .join("; ");
+}
+
+export function invalidArguments(toolName: string, detail: string): ToolError {
+  return new ToolError(
+    "invalid_arguments",
+    `Invalid arguments for ${toolName}: ${detail}.`,
+    "Fix the arguments named above and call again; nothing was done.",
+    false,
+  );
+}
+
+/**
+ * Declares a tool once: schemas, annotations, description and handler. The JSON listing is built
+ * here, at module load, so nothing about a tool is rebuilt per request.
+ */
+export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
+  spec: ToolSpec<I, O>,
+): Tool {
+  const listing: ToolListing = {
+    name: spec.name,
+    title: spec.title,
+    description: spec.description,
+    inputSchema: jsonSchemaOf(spec.input, "input"),
+    outputSchema: jsonSchemaOf(spec.output, "output"),
+    annotations: { title: spec.title, ...spec.annotations },
+  };
+  return {
+    name: spec.name,
+    listing,
+    storeIdOfRaw(raw) {
+      if (raw === null || typeof raw !== "object") return null;
+      const value = (raw as Record<string, unknown>).store_id;
+      return typeof value === "string" ? value : null;
+    },
+    async call(raw, ctx) {
+      const parsed = spec.input.safeParse(raw ?? {});
+      if (!parsed.success) {
+        const error = invalidArguments(spec.name, describeIssues(parsed.error));
+        await spec.onInvalidArguments?.(raw, error, ctx);
+        throw error;
+      }
+      const result = await spec.handler(parsed.data, ctx);
+      // A result that breaks its own schema is a bug here, not something to hand the model.
+      const checked = spec.output.safeParse(result);
+      if (!checked.success) {
+        throw new Error(
+          `${spec.name} produced output outside its schema: ${describeIssues(checked.error)}`,
+        );
+      }
+      return {
+        structured: checked.data as Record<string, unknown>,
+        storeId: spec.storeIdOf(parsed.data),
+      };
+    },
+  };
+}

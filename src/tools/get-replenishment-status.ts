@@ -1,0 +1,63 @@
+import { z } from "zod";
+import { withStoreKey } from "../auth.js";
+import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
+import { storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import { defineTool } from "./define.js";
+
+export const getReplenishmentStatus = defineTool({
+  name: "get_replenishment_status",
+  title: "Get replenishment order status",
+  description: [
+    "Read back one replenishment order by its exact order_id (RPL-<store>-<seq>) and the store it",
+    "was placed for, with its current status (submitted, picking, dispatched, delivered). store_id",
+    "is a scope check: an order id with the wrong store is reported as not found. Use it after",
+    "create_replenishment_order to confirm the order landed, and before any retry after an",
+    "outcome_unknown error. There is no list or search of orders, and no delivery ETA.",
+    CALL_ORDER,
+    NOT_SUPPORTED,
+  ].join(" "),
+  input: z.strictObject({
+    store_id: storeIdSchema,
+    order_id: z
+      .string()
+      .trim()
+      .min(1, "must not be empty")
+      .max(64, "must be at most 64 characters")
+      .describe('Order id as returned by create_replenishment_order, e.g. "RPL-47-001"'),
+  }),
+  output: z.object({
+    order_id: z.string(),
+    status: z.enum(["submitted", "picking", "dispatched", "delivered"]),
+    store_id: z.string(),
+    store_name: z.string(),
+    sku: z.string(),
+    quantity: z.number().int(),
+    reason: z.string(),
+    created_at: z.string(),
+  }),
+  annotations: {
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
+  storeIdOf: ({ store_id }) => store_id,
+  async handler({ store_id, order_id }, ctx) {
+    const directory = await storeDirectory(ctx);
+    const store = directory.get(store_id);
+    if (!store) throw unknownStore(store_id, directory);
+    const order = await withStoreKey(ctx.keys, store_id, (key) =>
+      ctx.storelink.getOrder(store_id, order_id, key),
+    );
+    return {
+      order_id: order.order_id,
+      status: order.status,
+      store_id: order.store_id,
+      store_name: store.name,
+      sku: order.sku,
+      quantity: order.quantity,
+      reason: order.reason,
+      created_at: order.created_at,
+    };
+  },
+});

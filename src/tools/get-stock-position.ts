@@ -1,0 +1,121 @@
+import { z } from "zod";
+import { withStoreKey } from "../auth.js";
+import { ToolError, toToolError } from "../errors.js";
+import { gapOf } from "../validation.js";
+import { CALL_ORDER, GAP_SEMANTICS, NOT_SUPPORTED } from "./boundaries.js";
+import {
+  errorBodySchema,
+  skuSchema,
+  storeDirectory,
+  storeIdSchema,
+  unknownStore,
+} from "./common.js";
+import { defineTool } from "./define.js";
+
+const MAX_STORES = 50;
+
+const okEntry = z.object({
+  status: z.literal("ok"),
+  store_id: z.string(),
+  store_name: z.string(),
+  on_hand: z.number().int(),
+  units_sold_last_24h: z.number().int(),
+  gap: z.number().int().describe("units_sold_last_24h - on_hand, computed by the server"),
+  reading: z
+    .enum(["shortfall", "knife_edge", "covered"])
+    .describe("gap > 0 shortfall; gap = 0 knife_edge (empties in ~24h, not fine); gap < 0 covered"),
+  as_of: z.string().describe("ISO-8601 time of StoreLink's reading"),
+});
+
+const errorEntry = z.object({
+  status: z.literal("error"),
+  store_id: z.string(),
+  error: errorBodySchema,
+});
+
+type Entry = z.infer<typeof okEntry> | z.infer<typeof errorEntry>;
+
+export const getStockPosition = defineTool({
+  name: "get_stock_position",
+  title: "Get stock position",
+  description: [
+    "Read live stock for one SKU across one or more stores: one entry per store with on_hand,",
+    "units_sold_last_24h, gap and as_of. Always quote the raw numbers alongside gap so the buyer can",
+    "check them.",
+    GAP_SEMANTICS,
+    "A store that fails (unknown store, no credentials, SKU not ranged there) gets its own error",
+    "entry while the other stores still report; not_ranged means the store does not stock the",
+    "product: not a typo, not retryable. An unknown SKU fails the whole call, and so does a call",
+    'where every store fails: never read failures as "no gaps found".',
+    CALL_ORDER,
+    NOT_SUPPORTED,
+  ].join(" "),
+  input: z.strictObject({
+    sku: skuSchema,
+    store_ids: z
+      .array(storeIdSchema)
+      .min(1, "must list at least one store id")
+      .max(MAX_STORES, `must list at most ${MAX_STORES} store ids`)
+      .describe('Store ids to read, e.g. ["47", "102", "111"]'),
+  }),
+  output: z.object({
+    sku: z.string(),
+    sku_name: z.string(),
+    stores: z.array(z.discriminatedUnion("status", [okEntry, errorEntry])),
+  }),
+  annotations: {
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
+  storeIdOf: ({ store_ids }) => (store_ids.length === 1 ? (store_ids[0] ?? null) : null),
+  async handler({ sku, store_ids }, ctx) {
+    const [item, directory] = await Promise.all([ctx.storelink.getSku(sku), storeDirectory(ctx)]);
+    const storeIds = [...new Set(store_ids)];
+
+    const stores = await Promise.all(
+      storeIds.map(async (storeId): Promise<Entry> => {
+        const store = directory.get(storeId);
+        try {
+          if (!store) throw unknownStore(storeId, directory);
+          const reading = await withStoreKey(ctx.keys, storeId, (key) =>
+            ctx.storelink.getStock(storeId, item.sku, key),
+          );
+          const { gap, reading: label } = gapOf(reading.on_hand, reading.units_sold_last_24h);
+          return {
+            status: "ok",
+            store_id: storeId,
+            store_name: store.name,
+            on_hand: reading.on_hand,
+            units_sold_last_24h: reading.units_sold_last_24h,
+            gap,
+            reading: label,
+            as_of: reading.as_of,
+          };
+        } catch (error) {
+          return {
+            status: "error",
+            store_id: storeId,
+            error: toToolError(error, ctx.requestId).toBody(),
+          };
+        }
+      }),
+    );
+
+    const failures = stores.filter((s) => s.status === "error");
+    if (failures.length === stores.length) {
+      // The first store's failure names the type; every store's reason is in the message.
+      throw new ToolError(
+        failures[0]?.error.type ?? "internal",
+        `No stock could be read for any requested store: ${failures
+          .map((f) => `store ${f.store_id}: ${f.error.message}`)
+          .join(" ")}`,
+        'Do not report this as "no gaps". Tell the buyer which stores failed and why; fix the store ids or access and call again.',
+        failures.some((f) => f.error.retryable),
+        { sku: item.sku, sku_name: item.name, stores },
+      );
+    }
+    return { sku: item.sku, sku_name: item.name, stores };
+  },
+});

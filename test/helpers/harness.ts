@@ -1,0 +1,85 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ApiKey } from "../../src/keys/api-key.js";
+import type { StoreKeyProvider } from "../../src/keys/provider.js";
+import type { AuditRecord, CallRecorder, TraceRecord } from "../../src/logging/records.js";
+import { createServer } from "../../src/server.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import type { ServerDeps } from "../../src/tools/define.js";
+
+/** A key provider over a mutable map, counting lookups; the seam the spec names. */
+export class MapKeyProvider implements StoreKeyProvider {
+  readonly lookups: { storeId: string; fresh: boolean }[] = [];
+  constructor(public keys: Record<string, string> = { ...SEED_ACCEPTED_KEYS }) {}
+  async getKey(storeId: string, options?: { fresh?: boolean }): Promise<ApiKey | undefined> {
+    this.lookups.push({ storeId, fresh: options?.fresh === true });
+    const value = this.keys[storeId];
+    return value === undefined ? undefined : new ApiKey(value);
+  }
+}
+
+/** Keeps every trace and audit record in memory for assertions. */
+export class MemoryRecorder implements CallRecorder {
+  readonly traces: TraceRecord[] = [];
+  readonly audits: AuditRecord[] = [];
+  trace(record: TraceRecord): void {
+    this.traces.push(record);
+  }
+  async audit(record: AuditRecord): Promise<void> {
+    this.audits.push(record);
+  }
+}
+
+export interface Harness {
+  client: Client;
+  deps: ServerDeps;
+  recorder: MemoryRecorder;
+  call(name: string, args: unknown): Promise<CallToolResult>;
+  close(): Promise<void>;
+}
+
+/** The real SDK Client over InMemoryTransport against createServer(): the protocol is exercised. */
+export async function connect(overrides: Partial<ServerDeps> = {}): Promise<Harness> {
+  const recorder = new MemoryRecorder();
+  const deps: ServerDeps = {
+    storelink: overrides.storelink ?? new InMemoryStoreLink(),
+    keys: overrides.keys ?? new MapKeyProvider(),
+    recorder: overrides.recorder ?? recorder,
+  };
+  const server = createServer(deps);
+  const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+  const client = new Client({ name: "test-client", version: "1.0.0" });
+  await Promise.all([server.connect(serverTransport), client.connect(clientTransport)]);
+  return {
+    client,
+    deps,
+    recorder,
+    call: (name, args) =>
+      client.callTool({
+        name,
+        arguments: args as Record<string, unknown>,
+      }) as Promise<CallToolResult>,
+    close: async () => {
+      await client.close();
+      await server.close();
+    },
+  };
+}
+
+/** The structured error of a failed call, asserting it is one. */
+export function errorOf(result: CallToolResult): {
+  type: string;
+  message: string;
+  next_step: string;
+  retryable: boolean;
+} {
+  if (result.isError !== true) throw new Error(`expected isError, got ${JSON.stringify(result)}`);
+  const error = (result.structuredContent as { error?: unknown } | undefined)?.error;
+  if (!error) throw new Error(`no structuredContent.error in ${JSON.stringify(result)}`);
+  return error as ReturnType<typeof errorOf>;
+}
+
+export const HERO_REASON =
+  "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24.";
