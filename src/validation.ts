@@ -45,15 +45,16 @@ const normalise = (text: string): string =>
 export function reasonProblem(reason: string): string | null {
   const trimmed = reason.trim();
   if (trimmed === "") return "reason is empty";
-  if (!/\p{L}/u.test(trimmed)) return "reason contains no letters (a bare number is not a reason)";
   const normalised = normalise(trimmed);
   const words = normalised.split(" ").filter((w) => w !== "");
   if (
     REASON_PLACEHOLDERS.has(normalised) ||
+    REASON_PLACEHOLDERS.has(trimmed) ||
     words.every((w) => REASON_PLACEHOLDERS.has(w.replace(/[.!?,;:]+$/, "")))
   ) {
     return "reason is placeholder text";
   }
+  if (!/\p{L}/u.test(trimmed)) return "reason contains no letters (a bare number is not a reason)";
   if (trimmed.length < REASON_MIN_CHARS) {
     return `reason is shorter than ${REASON_MIN_CHARS} characters`;
   }

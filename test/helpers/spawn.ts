@@ -1,0 +1,70 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+export const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
+
+/** A free 127.0.0.1 port (there is a small race, acceptable for tests). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+export interface Spawned {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exit: Promise<number | null>;
+  stop(): Promise<number | null>;
+}
+
+/** Spawns a built entry (e.g. "http.js") with extra env; always killed by stop(). */
+export function spawnDist(entry: string, env: Record<string, string>): Spawned {
+  const child = spawn(process.execPath, [`${DIST}${entry}`], {
+    env: { ...process.env, LOG_LEVEL: "info", ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    err += chunk.toString();
+  });
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exit,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
+      const code = await exit;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+/** Polls until GET url answers 200 or the deadline passes. */
+export async function waitForHealthy(url: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url);
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} not healthy within ${timeoutMs} ms`);
+}
