@@ -6,7 +6,8 @@ import { z } from "zod";
  * with a message naming the variable. Every variable is documented in README and DEPLOYMENT.md.
  */
 const schema = z.object({
-  PORT: z.coerce.number().int().min(1).max(65535).default(8080),
+  // 0 asks the OS for a free port (tests); the listening line reports the real one.
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   /** 127.0.0.1 for local use; the container sets 0.0.0.0 (Cloud Run routes to it). */
   HOST: z.string().min(1).default("127.0.0.1"),
   KORRAL_KEYS_FILE: z

@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { LineFile } from "../../src/logging/line-file.js";
 
 let dir: string;
@@ -27,6 +27,24 @@ describe("LineFile", () => {
     await file.close();
     expect(await readFile(join(dir, "nested", "deeper", "x.log"), "utf8")).toBe("one\ntwo\n");
     expect(warnings).toEqual([]);
+  });
+
+  it("syncs durable lines to disk and leaves plain lines to the OS", async () => {
+    const probe = await open(join(dir, "probe"), "w");
+    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    const datasync = vi.spyOn(prototype, "datasync");
+    try {
+      const file = new LineFile(join(dir, "s.log"), warn);
+      await file.append("trace-like");
+      await file.append("another");
+      expect(datasync).not.toHaveBeenCalled();
+      await file.append("audit-like", { durable: true });
+      expect(datasync).toHaveBeenCalledTimes(1);
+      await file.close();
+    } finally {
+      datasync.mockRestore();
+    }
   });
 
   it("keeps 200 concurrent lines whole, each exactly once", async () => {
