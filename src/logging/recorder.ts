@@ -52,7 +52,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
           severity: r.status === "ok" ? "INFO" : "WARNING",
           message: `${r.tool} ${r.status}${r.error === null ? "" : ` (${r.error})`} in ${r.duration_ms} ms`,
           log_type: "trace",
-          timestamp: r.ts,
+          time: r.ts,
           ...r,
           ...currentTraceFields(),
         });
@@ -68,7 +68,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
           severity: "NOTICE",
           message: line,
           log_type: "audit",
-          timestamp: r.ts,
+          time: r.ts,
           ...r,
           ...currentTraceFields(),
         });
