@@ -42,6 +42,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
   const traceFile = filesOn ? new LineFile(join(options.dir, TRACE_FILE), warn) : undefined;
   const auditFile = filesOn ? new LineFile(join(options.dir, AUDIT_FILE), warn) : undefined;
   const emit = options.structured ? guardSink(options.structured, warn) : undefined;
+  const warnOnce = onceEach(warn);
 
   return {
     trace(record) {
@@ -57,7 +58,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
           ...currentTraceFields(),
         });
       } catch (error) {
-        warnOnce(warn, "trace", error);
+        warnOnce("trace", error);
       }
     },
     async audit(record) {
@@ -74,7 +75,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
         });
         await auditFile?.append(line, { durable: true });
       } catch (error) {
-        warnOnce(warn, "audit", error);
+        warnOnce("audit", error);
       }
     },
     async close() {
@@ -100,15 +101,18 @@ function guardSink(sink: StructuredSink, warn: Warn): (entry: Record<string, unk
   };
 }
 
-const warnedKinds = new Set<string>();
-function warnOnce(warn: Warn, kind: "trace" | "audit", error: unknown): void {
-  if (warnedKinds.has(kind)) return;
-  warnedKinds.add(kind);
-  try {
-    warn(`could not format a ${kind} record; it was dropped`, {
-      error: error instanceof Error ? error.name : typeof error,
-    });
-  } catch {}
+/** A record that cannot even be formatted is reported once per kind, then dropped quietly. */
+function onceEach(warn: Warn): (kind: "trace" | "audit", error: unknown) => void {
+  const warned = new Set<string>();
+  return (kind, error) => {
+    if (warned.has(kind)) return;
+    warned.add(kind);
+    try {
+      warn(`could not format a ${kind} record; it was dropped`, {
+        error: error instanceof Error ? error.name : typeof error,
+      });
+    } catch {}
+  };
 }
 
 /** stdout as a structured sink: one write per line. EPIPE and the like are reported, not thrown. */

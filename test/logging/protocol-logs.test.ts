@@ -1,7 +1,7 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import type { TraceRecord } from "../../src/logging/records.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
@@ -202,6 +202,56 @@ describe("audit.log over the real protocol", () => {
     expect(await auditLines()).toEqual([expect.stringMatching(/ CREATED RPL-47-001 /)]);
     await h.close();
     await recorder.close();
+  });
+});
+
+describe("durability cost stays on the write path", () => {
+  it("never syncs for reads, and syncs the audit line of a write", async () => {
+    const probe = await open(join(dir, "probe"), "w");
+    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    const datasync = vi.spyOn(prototype, "datasync");
+    try {
+      const recorder = recorderIn(dir);
+      const h = await session(recorder);
+      await h.call("lookup_sku", { query: "butter" });
+      await h.call("get_stock_position", { sku: "8847291", store_ids: ["47", "102"] });
+      await h.call("get_replenishment_status", { store_id: "47", order_id: "RPL-47-009" });
+      expect(datasync).not.toHaveBeenCalled();
+      await h.call("create_replenishment_order", {
+        store_id: "47",
+        sku: "8847291",
+        quantity: 24,
+        reason: HERO_REASON,
+      });
+      expect(datasync).toHaveBeenCalled();
+      await h.close();
+      await recorder.close();
+    } finally {
+      datasync.mockRestore();
+    }
+  });
+
+  it("does not let a recorder's input break a call: odd records are formatted, not thrown", async () => {
+    const recorder = recorderIn(dir);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    recorder.trace({
+      ts: "t",
+      request_id: "req_x",
+      tool: "lookup_sku",
+      store_id: null,
+      status: "ok",
+      error: null,
+      duration_ms: Number.NaN,
+      args: cyclic,
+    });
+    await recorder.close();
+    expect(JSON.parse((await readFile(join(dir, "trace.jsonl"), "utf8")).trim())).toMatchObject({
+      duration_ms: 0,
+      args: { self: "[Circular]" },
+    });
+    expect(warnings).toEqual([]);
   });
 });
 
