@@ -6,7 +6,8 @@ import { z } from "zod";
  * with a message naming the variable. Every variable is documented in README and DEPLOYMENT.md.
  */
 const schema = z.object({
-  PORT: z.coerce.number().int().min(1).max(65535).default(8080),
+  // 0 asks the OS for a free port (tests); the listening line reports the real one.
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   /** 127.0.0.1 for local use; the container sets 0.0.0.0 (Cloud Run routes to it). */
   HOST: z.string().min(1).default("127.0.0.1"),
   KORRAL_KEYS_FILE: z
@@ -18,6 +19,12 @@ const schema = z.object({
     .min(1)
     .default(fileURLToPath(new URL("../log", import.meta.url))),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** trace.jsonl and audit.log on disk; "off" where the disk is not kept (Cloud Run). */
+  KORRAL_LOG_FILES: z
+    .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
+    .default("on"),
+  /** Project id for `logging.googleapis.com/trace` in HTTP-mode log lines (Cloud Run sets none). */
+  GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
 });
 
 export type Config = Readonly<{
@@ -26,6 +33,8 @@ export type Config = Readonly<{
   keysFile: string;
   logDir: string;
   logLevel: z.infer<typeof schema>["LOG_LEVEL"];
+  logFiles: boolean;
+  googleCloudProject: string | undefined;
 }>;
 
 export class ConfigError extends Error {
@@ -51,5 +60,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keysFile: c.KORRAL_KEYS_FILE,
     logDir: c.KORRAL_LOG_DIR,
     logLevel: c.LOG_LEVEL,
+    logFiles: ["on", "true", "1"].includes(c.KORRAL_LOG_FILES),
+    googleCloudProject: c.GOOGLE_CLOUD_PROJECT,
   };
 }

@@ -3,7 +3,9 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { ConfigError, loadConfig } from "./config.js";
 import { FileKeyProvider } from "./keys/file.js";
+import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
+import { setUpLogging } from "./logging/setup.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
 import type { ServerDeps } from "./tools/define.js";
 
@@ -22,6 +24,7 @@ const rpcError = (res: Response, status: number, code: number, message: string):
 export function createApp(deps: ServerDeps): Express {
   const app = express();
   app.disable("x-powered-by");
+  app.use(requestLogging);
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
@@ -78,16 +81,20 @@ export function createApp(deps: ServerDeps): Express {
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  opsLog.level = config.logLevel;
-  const app = createApp(defaultDeps({ keys: new FileKeyProvider(config.keysFile) }));
+  const recorder = setUpLogging(config, "http");
+  const app = createApp(defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }));
   const listener = app.listen(config.port, config.host, () => {
+    const address = listener.address();
     opsLog.info(
-      { host: config.host, port: config.port },
+      {
+        host: config.host,
+        port: typeof address === "object" && address ? address.port : config.port,
+      },
       "korral-storelink MCP server listening on HTTP",
     );
   });
   const stop = (): void => {
-    listener.close(() => process.exit(0));
+    listener.close(() => void recorder.close().finally(() => process.exit(0)));
   };
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);

@@ -1,20 +1,25 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { FileKeyProvider } from "./keys/file.js";
-import { opsLog } from "./logging/ops.js";
+import { setUpLogging } from "./logging/setup.js";
 import { createServer, defaultDeps } from "./server.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
   const config = loadConfig();
-  opsLog.level = config.logLevel;
-  const server = createServer(defaultDeps({ keys: new FileKeyProvider(config.keysFile) }));
+  const recorder = setUpLogging(config, "stdio");
+  const server = createServer(
+    defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }),
+  );
   await server.connect(new StdioServerTransport());
   console.error("korral-storelink MCP server running on stdio");
 
   // The client closing stdin is the end of the session.
   const stop = (): void => {
-    void server.close().finally(() => process.exit(0));
+    void server
+      .close()
+      .then(() => recorder.close())
+      .finally(() => process.exit(0));
   };
   process.stdin.once("end", stop);
   process.stdin.once("close", stop);

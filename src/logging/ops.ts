@@ -1,14 +1,58 @@
-import pino, { type Logger } from "pino";
+import pino, { type DestinationStream, type Level, type Logger } from "pino";
+import { currentTraceFields } from "./trace-context.js";
+
+export type OpsFormat = "plain" | "cloud";
+
+export interface OpsLogOptions {
+  /** "cloud": Cloud Logging's structured fields (HTTP mode); "plain": pino's defaults. */
+  format: OpsFormat;
+  level: Level | "silent";
+  /** Where lines go; stderr unless a test passes its own stream. */
+  destination?: DestinationStream;
+}
+
+// pino level labels to Cloud Logging's LogSeverity names.
+const SEVERITY: Record<string, string> = {
+  trace: "DEBUG",
+  debug: "DEBUG",
+  info: "INFO",
+  warn: "WARNING",
+  error: "ERROR",
+  fatal: "CRITICAL",
+};
 
 /**
- * Operational log: startup, configuration summary, errors. Always on stderr: in stdio mode stdout
- * belongs to the JSON-RPC transport, and one stream keeps both modes alike.
+ * Operational log: startup, configuration summary, errors, HTTP access (debug). Always on
+ * stderr: in stdio mode stdout belongs to the JSON-RPC transport. In HTTP mode the lines carry
+ * Cloud Logging's fields (`severity`, `message`, `logging.googleapis.com/trace` of the request).
  */
-export const opsLog: Logger = pino(
-  {
-    name: "korral-storelink",
-    level: process.env.LOG_LEVEL ?? "info",
-    base: undefined,
-  },
-  pino.destination({ dest: 2, sync: false }),
-);
+export function createOpsLogger(options: OpsLogOptions): Logger {
+  const destination = options.destination ?? pino.destination({ dest: 2, sync: false });
+  if (options.format === "plain") {
+    return pino({ name: "korral-storelink", level: options.level, base: undefined }, destination);
+  }
+  return pino(
+    {
+      level: options.level,
+      base: undefined,
+      messageKey: "message",
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: {
+        level: (label) => ({ severity: SEVERITY[label] ?? "DEFAULT" }),
+      },
+      mixin: () => currentTraceFields(),
+    },
+    destination,
+  );
+}
+
+/**
+ * The process's operational logger. A live binding: `configureOpsLog()` replaces it once the
+ * configuration is known, and every `opsLog.x()` call reads the current one.
+ */
+export let opsLog: Logger = createOpsLogger({ format: "plain", level: "info" });
+
+export function configureOpsLog(options: OpsLogOptions): Logger {
+  opsLog = createOpsLogger(options);
+  return opsLog;
+}

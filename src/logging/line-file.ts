@@ -1,0 +1,117 @@
+import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { dirname } from "node:path";
+
+export type Warn = (message: string, fields: Record<string, unknown>) => void;
+
+interface Pending {
+  data: string;
+  durable: boolean;
+  done: () => void;
+}
+
+// After a failed open, wait this long before trying again (the directory may be fixed).
+const REOPEN_AFTER_MS = 5_000;
+
+/**
+ * An append-only file of whole lines.
+ *
+ * - Lines queued while a write is in flight go out together in ONE write of whole lines (group
+ *   commit), so concurrent records never interleave or tear, and one fdatasync covers them all.
+ * - `append(line, { durable: true })` resolves only after the line is on disk; plain lines are
+ *   handed to the OS and not synced, which keeps the cost off the read paths.
+ * - Never throws and never rejects. Any failure (directory missing and uncreatable, a file where
+ *   the directory should be, no permission, ENOSPC) is reported ONCE per file through `warn`;
+ *   later lines are dropped or, if the problem clears, written again.
+ */
+export class LineFile {
+  readonly path: string;
+  readonly #warn: Warn;
+  #handle: FileHandle | undefined;
+  #openFailedAt = Number.NEGATIVE_INFINITY;
+  #queue: Pending[] = [];
+  #flushing: Promise<void> | undefined;
+  #warned = false;
+  #closed = false;
+
+  constructor(path: string, warn: Warn) {
+    this.path = path;
+    this.#warn = warn;
+  }
+
+  /** Queues one line (without its newline). Resolves when written (and synced, if durable). */
+  append(line: string, options: { durable?: boolean } = {}): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return new Promise<void>((done) => {
+      this.#queue.push({ data: `${line}\n`, durable: options.durable === true, done });
+      this.#flushing ??= this.#drain();
+    });
+  }
+
+  /** Writes what is queued, then closes the file. Later appends are ignored. */
+  async close(): Promise<void> {
+    await this.#flushing;
+    this.#closed = true;
+    const handle = this.#handle;
+    this.#handle = undefined;
+    await handle?.close().catch(() => {});
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const batch = this.#queue;
+      this.#queue = [];
+      try {
+        await this.#write(batch);
+      } catch (error) {
+        this.#fail(error);
+      } finally {
+        for (const pending of batch) pending.done();
+      }
+    }
+    // Cleared in the same tick as the empty-queue check, so no append can be left unflushed.
+    this.#flushing = undefined;
+  }
+
+  async #write(batch: Pending[]): Promise<void> {
+    const handle = await this.#open();
+    if (!handle) return;
+    const buffer = Buffer.from(batch.map((p) => p.data).join(""), "utf8");
+    let offset = 0;
+    // A regular file takes the whole buffer in one write; the loop only covers a short write.
+    while (offset < buffer.length) {
+      const { bytesWritten } = await handle.write(buffer, offset, buffer.length - offset);
+      if (bytesWritten <= 0) throw new Error("short write");
+      offset += bytesWritten;
+    }
+    if (batch.some((p) => p.durable)) await handle.datasync();
+  }
+
+  async #open(): Promise<FileHandle | undefined> {
+    if (this.#handle) return this.#handle;
+    if (Date.now() - this.#openFailedAt < REOPEN_AFTER_MS) return undefined;
+    try {
+      await mkdir(dirname(this.path), { recursive: true });
+      this.#handle = await open(this.path, "a", 0o640);
+      return this.#handle;
+    } catch (error) {
+      this.#openFailedAt = Date.now();
+      this.#fail(error);
+      return undefined;
+    }
+  }
+
+  #fail(error: unknown): void {
+    // A handle that failed a write may be fine for the next one (space freed); keep it.
+    if (this.#warned) return;
+    this.#warned = true;
+    const code = (error as { code?: unknown } | null)?.code;
+    try {
+      this.#warn(
+        `cannot write log file ${this.path}; its lines are being dropped, the service carries on`,
+        { file: this.path, code: typeof code === "string" ? code : "unknown" },
+      );
+    } catch {
+      // A broken warning channel must not break the caller either.
+    }
+  }
+}

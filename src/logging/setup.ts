@@ -1,0 +1,36 @@
+import type { Config } from "../config.js";
+import { setTraceProject } from "./http-middleware.js";
+import { configureOpsLog, opsLog } from "./ops.js";
+import { createRecorder, type Recorder, stdoutSink } from "./recorder.js";
+
+export type Transport = "stdio" | "http";
+
+/**
+ * Logging for one process, from its configuration: the ops logger (Cloud Logging fields in HTTP
+ * mode), the trace/audit recorder (files unless switched off; in HTTP mode also structured stdout
+ * lines, since Cloud Run keeps no files; never stdout in stdio mode), and the startup line.
+ */
+export function setUpLogging(config: Config, transport: Transport): Recorder {
+  configureOpsLog({ format: transport === "http" ? "cloud" : "plain", level: config.logLevel });
+  setTraceProject(config.googleCloudProject);
+  const recorder = createRecorder({
+    dir: config.logDir,
+    files: config.logFiles,
+    ...(transport === "http" ? { structured: stdoutSink() } : {}),
+  });
+  // Paths, switches and levels only: the configuration holds no key material.
+  const summary = {
+    transport,
+    ...(transport === "http" ? { host: config.host, port: config.port } : {}),
+    keys_file: config.keysFile,
+    log_dir: config.logDir,
+    log_files: config.logFiles,
+    log_stdout: transport === "http",
+    log_level: config.logLevel,
+    google_cloud_project: config.googleCloudProject ?? null,
+  };
+  // stdio keeps stderr to its one "running on stdio" line unless debug is asked for.
+  if (transport === "stdio") opsLog.debug({ config: summary }, "korral-storelink starting");
+  else opsLog.info({ config: summary }, "korral-storelink starting");
+  return recorder;
+}

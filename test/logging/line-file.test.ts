@@ -1,0 +1,121 @@
+import { existsSync } from "node:fs";
+import { mkdtemp, open, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { LineFile } from "../../src/logging/line-file.js";
+
+let dir: string;
+let warnings: { message: string; fields: Record<string, unknown> }[];
+const warn = (message: string, fields: Record<string, unknown>) => {
+  warnings.push({ message, fields });
+};
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "korral-linefile-"));
+  warnings = [];
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("LineFile", () => {
+  it("creates a missing directory and appends whole lines", async () => {
+    const file = new LineFile(join(dir, "nested", "deeper", "x.log"), warn);
+    await file.append("one");
+    await file.append("two", { durable: true });
+    await file.close();
+    expect(await readFile(join(dir, "nested", "deeper", "x.log"), "utf8")).toBe("one\ntwo\n");
+    expect(warnings).toEqual([]);
+  });
+
+  it("syncs durable lines to disk and leaves plain lines to the OS", async () => {
+    const probe = await open(join(dir, "probe"), "w");
+    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    const datasync = vi.spyOn(prototype, "datasync");
+    try {
+      const file = new LineFile(join(dir, "s.log"), warn);
+      await file.append("trace-like");
+      await file.append("another");
+      expect(datasync).not.toHaveBeenCalled();
+      await file.append("audit-like", { durable: true });
+      expect(datasync).toHaveBeenCalledTimes(1);
+      await file.close();
+    } finally {
+      datasync.mockRestore();
+    }
+  });
+
+  it("keeps 200 concurrent lines whole, each exactly once", async () => {
+    const path = join(dir, "c.jsonl");
+    const file = new LineFile(path, warn);
+    // Long lines make a torn or interleaved write visible.
+    const lines = Array.from({ length: 200 }, (_, i) =>
+      JSON.stringify({ i, pad: String(i % 10).repeat(2000 + i) }),
+    );
+    await Promise.all(lines.map((line, i) => file.append(line, { durable: i % 3 === 0 })));
+    await file.close();
+    const written = (await readFile(path, "utf8")).split("\n");
+    expect(written.pop()).toBe("");
+    expect(written).toHaveLength(200);
+    const seen = written.map((line) => JSON.parse(line) as { i: number; pad: string });
+    expect(seen.map((r) => r.i).sort((a, b) => a - b)).toEqual(lines.map((_, i) => i));
+    for (const r of seen) expect(r.pad).toBe(String(r.i % 10).repeat(2000 + r.i));
+  });
+
+  it("keeps lines whole across two writers on the same file (two processes' view)", async () => {
+    const path = join(dir, "shared.log");
+    const a = new LineFile(path, warn);
+    const b = new LineFile(path, warn);
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        (i % 2 ? a : b).append(`${i % 2 ? "A" : "B"}${"x".repeat(5000)}${i}`),
+      ),
+    );
+    await Promise.all([a.close(), b.close()]);
+    const written = (await readFile(path, "utf8")).trimEnd().split("\n");
+    expect(written).toHaveLength(60);
+    for (const line of written) expect(line).toMatch(/^[AB]x{5000}\d+$/);
+  });
+
+  it("warns once when the directory is a file, and never rejects", async () => {
+    const notADir = join(dir, "log");
+    await writeFile(notADir, "I am a file");
+    const file = new LineFile(join(notADir, "audit.log"), warn);
+    for (let i = 0; i < 5; i++)
+      await expect(file.append(`l${i}`, { durable: true })).resolves.toBeUndefined();
+    await file.close();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.fields.code).toMatch(/^(ENOTDIR|EEXIST)$/);
+    expect(await readFile(notADir, "utf8")).toBe("I am a file");
+  });
+
+  it("warns once when the directory cannot be created", async () => {
+    await writeFile(join(dir, "blocker"), "");
+    const file = new LineFile(join(dir, "blocker", "sub", "trace.jsonl"), warn);
+    await Promise.all([file.append("a"), file.append("b"), file.append("c")]);
+    await file.append("d");
+    expect(warnings).toHaveLength(1);
+    expect(existsSync(join(dir, "blocker", "sub"))).toBe(false);
+  });
+
+  it("warns once on a full disk (ENOSPC via /dev/full)", async () => {
+    if (!existsSync("/dev/full")) return;
+    const path = join(dir, "full.log");
+    await symlink("/dev/full", path);
+    const file = new LineFile(path, warn);
+    for (let i = 0; i < 4; i++) await file.append(`line ${i}`, { durable: i % 2 === 0 });
+    await file.close();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.fields.code).toBe("ENOSPC");
+  });
+
+  it("survives a warn callback that throws", async () => {
+    await writeFile(join(dir, "f"), "");
+    const file = new LineFile(join(dir, "f", "x.log"), () => {
+      throw new Error("stderr is gone too");
+    });
+    await expect(file.append("x")).resolves.toBeUndefined();
+  });
+});

@@ -1,0 +1,127 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { ApiKey } from "../../src/keys/api-key.js";
+import { REDACTED, redact, redactText } from "../../src/logging/redact.js";
+
+// Fabricated credential shapes; none of them authenticates anything.
+const SHAPES: Record<string, string> = {
+  bearer: "Bearer abc123DEF456ghi789.jkl-mno_pqr",
+  jwt: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+  skLive: "sk-live-4eC39HqLyjWDarjtT1zdp7dc",
+  sk: "sk-proj-Ab12Cd34Ef56Gh78",
+  ghp: "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+  akia: "AKIAIOSFODNN7EXAMPLE",
+  slackBot: "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp",
+  slackUser: "xoxp-123456789012-1234567890123-1234567890123-abcdef",
+  storelink: "slk_47_demo_7f3a91c2e5b8",
+};
+
+describe("redactText", () => {
+  for (const [name, secret] of Object.entries(SHAPES)) {
+    it(`strips a ${name} credential from free text`, () => {
+      const out = redactText(`Buyer approved 5; ops pasted token ${secret} by mistake`);
+      expect(out).toBe(`Buyer approved 5; ops pasted token ${REDACTED} by mistake`);
+      expect(out).not.toContain(secret.slice(-8));
+    });
+  }
+
+  it("gives the spec's example line", () => {
+    expect(
+      redactText("Buyer approved 5; ops pasted token sk-live-51Hx9QvLkT3dPz8 by mistake"),
+    ).toBe("Buyer approved 5; ops pasted token [REDACTED] by mistake");
+  });
+
+  it("leaves an ordinary reason alone", () => {
+    const reason =
+      "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24. Task-force ask.";
+    expect(redactText(reason)).toBe(reason);
+  });
+});
+
+describe("redact", () => {
+  it("replaces values under sensitive keys wholesale, at any depth", () => {
+    const out = redact({
+      store_id: "47",
+      api_key: "anything at all",
+      nested: { Authorization: { scheme: "x" }, list: [{ session_id: 42, ok: "fine" }] },
+      privateKey: "kept: the pattern is snake_case private_key",
+      private_key: "gone",
+      cookieJar: ["a"],
+    });
+    expect(out).toEqual({
+      store_id: "47",
+      api_key: REDACTED,
+      nested: { Authorization: REDACTED, list: [{ session_id: REDACTED, ok: "fine" }] },
+      privateKey: "kept: the pattern is snake_case private_key",
+      private_key: REDACTED,
+      cookieJar: REDACTED,
+    });
+  });
+
+  it("strips credential-shaped values under innocent keys and inside arrays", () => {
+    const out = redact({ reason: `see ${SHAPES.ghp}`, notes: [SHAPES.akia, 3] });
+    expect(out).toEqual({ reason: `see ${REDACTED}`, notes: [REDACTED, 3] });
+  });
+
+  it("survives cycles, hostile getters, revoked proxies and odd scalars", () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    const hostile = Object.defineProperty({}, "boom", {
+      enumerable: true,
+      get() {
+        throw new Error("nope");
+      },
+    });
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const shared = { x: 1 };
+    const out = redact({
+      cyclic,
+      hostile,
+      proxy,
+      big: 10n,
+      nan: Number.NaN,
+      fn: () => 1,
+      sym: Symbol("s"),
+      date: new Date("2026-08-13T12:49:20.918Z"),
+      err: new Error(`failed with ${SHAPES.bearer}`),
+      key: new ApiKey("slk_47_real_value_here"),
+      twice: [shared, shared],
+    });
+    expect(out).toEqual({
+      cyclic: { a: 1, self: "[Circular]" },
+      hostile: { boom: "[Unreadable]" },
+      proxy: "[Unreadable]",
+      big: "10",
+      nan: "NaN",
+      date: "2026-08-13T12:49:20.918Z",
+      err: { name: "Error", message: `failed with ${REDACTED}` },
+      key: "[api key]",
+      twice: [{ x: 1 }, { x: 1 }],
+    });
+    expect(redact(undefined)).toBeUndefined();
+    expect(redact(null)).toBeNull();
+  });
+
+  it("never throws and always yields JSON-serialisable output", () => {
+    fc.assert(
+      fc.property(fc.anything({ withBigInt: true, withDate: true, withMap: true }), (value) => {
+        const out = redact(value);
+        expect(() => JSON.stringify(out)).not.toThrow();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("never lets a planted secret through, whatever surrounds it", () => {
+    const secret = fc.constantFrom(...Object.values(SHAPES));
+    const filler = fc.stringMatching(/^[ a-z0-9.,;:()]{0,20}$/);
+    fc.assert(
+      fc.property(filler, secret, filler, (before, s, after) => {
+        const out = JSON.stringify(redact({ reason: `${before} ${s} ${after}` }));
+        expect(out).not.toContain(s);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
