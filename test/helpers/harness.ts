@@ -10,6 +10,7 @@ import {
 import { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreKeyProvider } from "../../src/keys/provider.js";
 import type { AuditRecord, CallRecorder, TraceRecord } from "../../src/logging/records.js";
+import { OrderCap } from "../../src/order-cap.js";
 import { createServer } from "../../src/server.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
@@ -64,6 +65,9 @@ export async function connect(
     storelink: overrides.storelink ?? new InMemoryStoreLink(),
     keys: overrides.keys ?? new MapKeyProvider(),
     recorder: overrides.recorder ?? recorder,
+    // The loop guard is off unless a test passes one: tests that place many orders for the same
+    // store and SKU are not about it. test/protocol/write-safety.test.ts covers it.
+    orderCap: overrides.orderCap ?? new OrderCap({ perHour: 0, replayWindowMs: 0 }),
   };
   const server = createServer(deps);
   const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();

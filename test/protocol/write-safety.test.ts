@@ -32,10 +32,7 @@ const ok = (result: CallToolResult): Submitted => {
 
 let open: Harness[] = [];
 async function start(deps: Partial<ServerDeps> = {}, options: ClientOptions = {}) {
-  const h = await connect(
-    { orderCap: new OrderCap({ perHour: 0, replayWindowMs: 0 }), ...deps },
-    options,
-  );
+  const h = await connect(deps, options);
   open.push(h);
   return h;
 }
