@@ -18,6 +18,14 @@ const schema = z.object({
     .string()
     .min(1)
     .default(fileURLToPath(new URL("../log", import.meta.url))),
+  /** Minutes an identical key-less order is folded into the first (in-memory StoreLink only). */
+  KORRAL_DEDUPE_WINDOW_MIN: z.coerce.number().min(0).max(1440).default(10),
+  /** Orders per store+SKU per rolling hour, per MCP instance; 0 turns the loop guard off. */
+  KORRAL_ORDER_CAP_PER_HOUR: z.coerce.number().int().min(0).max(1000).default(3),
+  /** Ask the buyer to confirm each order when the client supports form elicitation. */
+  KORRAL_ELICIT_CONFIRMATION: z
+    .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
+    .default("on"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** trace.jsonl and audit.log on disk; "off" where the disk is not kept (Cloud Run). */
   KORRAL_LOG_FILES: z
@@ -35,6 +43,9 @@ export type Config = Readonly<{
   logLevel: z.infer<typeof schema>["LOG_LEVEL"];
   logFiles: boolean;
   googleCloudProject: string | undefined;
+  dedupeWindowMs: number;
+  orderCapPerHour: number;
+  elicitConfirmation: boolean;
 }>;
 
 export class ConfigError extends Error {
@@ -62,5 +73,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: c.LOG_LEVEL,
     logFiles: ["on", "true", "1"].includes(c.KORRAL_LOG_FILES),
     googleCloudProject: c.GOOGLE_CLOUD_PROJECT,
+    dedupeWindowMs: c.KORRAL_DEDUPE_WINDOW_MIN * 60_000,
+    orderCapPerHour: c.KORRAL_ORDER_CAP_PER_HOUR,
+    elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
   };
 }

@@ -14,6 +14,8 @@ export const ERROR_TYPES = [
   "auth_failed",
   "not_found",
   "idempotency_conflict",
+  "not_confirmed",
+  "order_cap_reached",
   "storelink_unavailable",
   "outcome_unknown",
   "internal",

@@ -8,13 +8,17 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import { loadConfig } from "./config.js";
+import { type Config, loadConfig } from "./config.js";
+import { elicitorFor } from "./elicit.js";
 import { toToolError } from "./errors.js";
 import { FileKeyProvider } from "./keys/file.js";
 import { opsLog } from "./logging/ops.js";
 import { nullRecorder } from "./logging/records.js";
+import { OrderCap } from "./order-cap.js";
+import { registerPrompts } from "./prompts.js";
+import { registerResources } from "./resources.js";
 import { InMemoryStoreLink } from "./storelink/memory.js";
-import type { ServerDeps } from "./tools/define.js";
+import type { Elicit, ServerDeps } from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
 
 export const SERVER_NAME = "korral-storelink";
@@ -32,12 +36,25 @@ const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
 const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
 
-/** Fills in the defaults: the seeded in-memory StoreLink and keys from keys.json. */
+/**
+ * Fills in the defaults: the seeded in-memory StoreLink, keys from keys.json, and the write
+ * guards from the environment. Call it once per process: the loop guard counts per instance.
+ */
 export function defaultDeps(overrides: Partial<ServerDeps> = {}): ServerDeps {
+  let config: Config | undefined;
+  const cfg = (): Config => {
+    config ??= loadConfig();
+    return config;
+  };
   return {
-    storelink: overrides.storelink ?? new InMemoryStoreLink(),
-    keys: overrides.keys ?? new FileKeyProvider(loadConfig().keysFile),
+    storelink:
+      overrides.storelink ?? new InMemoryStoreLink({ dedupeWindowMs: cfg().dedupeWindowMs }),
+    keys: overrides.keys ?? new FileKeyProvider(cfg().keysFile),
     recorder: overrides.recorder ?? nullRecorder,
+    orderCap:
+      overrides.orderCap ??
+      new OrderCap({ perHour: cfg().orderCapPerHour, replayWindowMs: cfg().dedupeWindowMs }),
+    confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
   };
 }
 
@@ -52,6 +69,7 @@ export async function callTool(
   name: string,
   args: unknown,
   signal: AbortSignal,
+  elicit?: Elicit,
 ): Promise<CallToolResult> {
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
@@ -67,7 +85,7 @@ export async function callTool(
   let storeId: string | null;
   let error: string | null = null;
   try {
-    const outcome = await tool.call(args, { ...deps, requestId, signal });
+    const outcome = await tool.call(args, { ...deps, requestId, signal, elicit });
     storeId = outcome.storeId;
     result = {
       content: [{ type: "text", text: JSON.stringify(outcome.structured) }],
@@ -111,14 +129,26 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
   const server = new Server(
     { name: SERVER_NAME, version: SERVER_VERSION },
     {
-      capabilities: { tools: { listChanged: false } },
+      capabilities: {
+        tools: { listChanged: false },
+        prompts: { listChanged: false },
+        resources: { listChanged: false },
+      },
       instructions: INSTRUCTIONS,
       jsonSchemaValidator: SHARED_VALIDATOR,
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-    callTool(deps, request.params.name, request.params.arguments, extra.signal),
+    callTool(
+      deps,
+      request.params.name,
+      request.params.arguments,
+      extra.signal,
+      elicitorFor(server, deps.confirmWrites !== false, extra),
+    ),
   );
+  registerPrompts(server);
+  registerResources(server, deps);
   return server;
 }

@@ -11,9 +11,14 @@ import {
 } from "./client.js";
 import { SEED_ACCEPTED_KEYS, SEED_SKUS, SEED_STOCK, SEED_STORES } from "./seed.js";
 
+/** How long an identical request without an idempotency key is folded into the first. */
+export const DEFAULT_DEDUPE_WINDOW_MS = 10 * 60_000;
+
 export interface InMemoryStoreLinkOptions {
   acceptedKeys?: Readonly<Record<string, string>>;
   now?: () => Date;
+  /** Window for folding identical key-less orders (store, SKU, quantity, reason); 0 turns it off. */
+  dedupeWindowMs?: number;
 }
 
 /**
@@ -28,10 +33,14 @@ export class InMemoryStoreLink implements StoreLinkClient {
   readonly #orders = new Map<string, Order>();
   readonly #sequence = new Map<string, number>();
   readonly #idempotency = new Map<string, { fingerprint: string; orderId: string }>();
+  /** Latest order per fingerprint, for folding key-less retries within the dedupe window. */
+  readonly #recent = new Map<string, { orderId: string; at: number }>();
+  readonly #dedupeWindowMs: number;
 
   constructor(options: InMemoryStoreLinkOptions = {}) {
     this.#acceptedKeys = options.acceptedKeys ?? SEED_ACCEPTED_KEYS;
     this.#now = options.now ?? (() => new Date());
+    this.#dedupeWindowMs = options.dedupeWindowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
   }
 
   async listStores(): Promise<Store[]> {
@@ -64,6 +73,12 @@ export class InMemoryStoreLink implements StoreLinkClient {
     };
   }
 
+  /**
+   * Dedupe lives here, in StoreLink, not in the MCP process: it must hold across replicas and
+   * after a lost answer. With a key: same key + same parameters replays, different parameters
+   * conflict. Without one: an identical request within the window replays the first order.
+   * The body has no await, so concurrent identical requests cannot both create.
+   */
   async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
     this.#authenticate(request.store_id, key);
     this.#ranged(request.store_id, request.sku);
@@ -87,6 +102,12 @@ export class InMemoryStoreLink implements StoreLinkClient {
         const order = this.#orders.get(previous.orderId);
         if (order) return { order: { ...order }, replayed: true };
       }
+    } else if (this.#dedupeWindowMs > 0) {
+      const recent = this.#recent.get(fingerprint);
+      const order = recent && this.#orders.get(recent.orderId);
+      if (recent && order && this.#now().getTime() - recent.at < this.#dedupeWindowMs) {
+        return { order: { ...order }, replayed: true };
+      }
     }
 
     const seq = (this.#sequence.get(request.store_id) ?? 0) + 1;
@@ -101,6 +122,7 @@ export class InMemoryStoreLink implements StoreLinkClient {
       created_at: this.#now().toISOString(),
     };
     this.#orders.set(order.order_id, order);
+    this.#recent.set(fingerprint, { orderId: order.order_id, at: this.#now().getTime() });
     if (request.idempotency_key !== undefined) {
       this.#idempotency.set(`${request.store_id}\u0000${request.idempotency_key}`, {
         fingerprint,

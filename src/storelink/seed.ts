@@ -1,14 +1,9 @@
 import type { Sku, Store } from "./client.js";
+import { STORE_DIRECTORY } from "./directory.js";
 
 /** Fabricated fixtures for the in-memory StoreLink. They authenticate nothing real. */
 
-export const SEED_STORES: readonly Store[] = [
-  { store_id: "47", name: "Korral Brno-Kralovo Pole" },
-  { store_id: "63", name: "Korral Brno-Lesna" },
-  { store_id: "102", name: "Korral Praha-Vinohrady" },
-  { store_id: "111", name: "Korral Ostrava-Poruba" },
-  { store_id: "128", name: "Korral Olomouc-Nova Ulice" },
-];
+export const SEED_STORES: readonly Store[] = STORE_DIRECTORY;
 
 export const SEED_SKUS: readonly Sku[] = [
   { sku: "8847291", name: "Madeta butter 250g", category: "Dairy", unit: "each" },

@@ -1,8 +1,10 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
-import { type ToolError, toToolError } from "../errors.js";
+import { ToolError, toToolError } from "../errors.js";
 import type { AuditOutcome } from "../logging/records.js";
-import { MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
+import type { ReplayToken, Reservation } from "../order-cap.js";
+import type { Sku, StockReading, Store } from "../storelink/client.js";
+import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
 import { skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
 import { defineTool, type ToolContext } from "./define.js";
@@ -36,9 +38,76 @@ const input = z.strictObject({
         "citing the live stock numbers and the buyer's approval, e.g. \"Gap of 8 at store 47: " +
         'on_hand 3 vs 11 sold in 24h. Buyer approved 24." Placeholders (n/a, test, asap, tbd) are rejected.',
     ),
+  idempotency_key: z
+    .string()
+    .trim()
+    .min(8, "must be at least 8 characters; use a fresh UUID per approved order")
+    .max(128, "must be at most 128 characters")
+    .regex(/^[A-Za-z0-9._:-]+$/, "may contain only letters, digits and . _ : -")
+    .optional()
+    .describe(
+      "Recommended. A fresh unique string (e.g. a UUID) per approved order. Reuse the SAME key, " +
+        "with the same parameters, when retrying after an uncertain outcome (outcome_unknown, a " +
+        "timeout, a lost answer): StoreLink then returns the order that landed instead of loading " +
+        "a second truck. The same key with different parameters is refused.",
+    ),
+  dry_run: z
+    .boolean()
+    .optional()
+    .describe(
+      "true: run every check (reason, store, SKU ranged at the store, credentials) and return " +
+        "exactly what would be submitted, with the live stock numbers, without submitting " +
+        "anything. Use it to show the buyer a preview before asking for approval.",
+    ),
 });
 
 type Input = z.infer<typeof input>;
+
+const stockSchema = z.object({
+  on_hand: z.number().int(),
+  units_sold_last_24h: z.number().int(),
+  gap: z.number().int().describe("units_sold_last_24h - on_hand"),
+  reading: z.enum(["shortfall", "knife_edge", "covered"]),
+  as_of: z.string(),
+});
+
+const output = z
+  .object({
+    mode: z
+      .enum(["submitted", "preview"])
+      .describe(
+        "submitted: an order exists (order_id, status, created_at, replayed are set). preview: " +
+          "dry_run, nothing was submitted (stock is set, no order_id).",
+      ),
+    order_id: z.string().optional().describe("RPL-<store>-<seq>; mode submitted only"),
+    status: z
+      .enum(["submitted", "picking", "dispatched", "delivered"])
+      .optional()
+      .describe("mode submitted only"),
+    created_at: z.string().optional().describe("mode submitted only"),
+    replayed: z
+      .boolean()
+      .optional()
+      .describe(
+        "mode submitted only. true: this was a retry and StoreLink returned the existing order; " +
+          "no new order was created",
+      ),
+    confirmation: z.string().describe("One sentence to paste into Slack (or the preview)"),
+    store_id: z.string(),
+    store_name: z.string(),
+    sku: z.string(),
+    sku_name: z.string(),
+    quantity: z.number().int(),
+    reason: z.string(),
+    stock: stockSchema.optional().describe("Live stock at the store; mode preview only"),
+  })
+  .superRefine((out, ctx) => {
+    const submitted = out.order_id && out.status && out.created_at && out.replayed !== undefined;
+    if (out.mode === "submitted" ? !submitted || out.stock : !out.stock || out.order_id) {
+      ctx.addIssue({ code: "custom", message: `fields do not match mode ${out.mode}` });
+    }
+  });
+type Output = z.infer<typeof output>;
 
 const field = (raw: unknown, key: string): unknown =>
   raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>)[key] : undefined;
@@ -71,6 +140,116 @@ function outcomeOf(error: ToolError): AuditOutcome {
   return error.type === "outcome_unknown" || error.type === "internal" ? "UNCERTAIN" : "REJECTED";
 }
 
+const NO_RESERVATION: Reservation = { commit() {}, release() {} };
+
+function capReached(store: Store, item: Sku, limit: number): ToolError {
+  return new ToolError(
+    "order_cap_reached",
+    `Order limit reached: this server has already placed ${limit} orders for ${item.name} ` +
+      `(SKU ${item.sku}) at ${store.name} (store ${store.store_id}) in the last hour, the most ` +
+      "it allows. Nothing was submitted. If the volume is real, contact Korral ops to place it.",
+    "Do not retry. Tell the buyer the hourly limit was reached and that Korral ops can place " +
+      "the order if the volume is real; check the earlier orders with get_replenishment_status.",
+    false,
+  );
+}
+
+const describeStock = (s: StockReading): string => {
+  const { gap } = gapOf(s.on_hand, s.units_sold_last_24h);
+  return `on_hand ${s.on_hand}, ${s.units_sold_last_24h} sold in the last 24h, gap ${gap > 0 ? "+" : ""}${gap}`;
+};
+
+const amount = (quantity: number, item: Sku): string =>
+  `${quantity}${item.unit === "kg" ? " kg of" : " x"} ${item.name} (SKU ${item.sku})`;
+
+/** The live reading: proves the key works and the SKU is ranged, and gives the buyer numbers. */
+const readStock = (args: Input, ctx: ToolContext, item: Sku): Promise<StockReading> =>
+  withStoreKey(ctx.keys, args.store_id, (key) =>
+    ctx.storelink.getStock(args.store_id, item.sku, key),
+  );
+
+/** Asks the buyer through the client; anything but an explicit yes means nothing is sent. */
+async function confirmWithBuyer(
+  args: Input,
+  ctx: ToolContext,
+  elicit: NonNullable<ToolContext["elicit"]>,
+  store: Store,
+  item: Sku,
+): Promise<void> {
+  const stock = await readStock(args, ctx, item);
+  const message = [
+    "Confirm this replenishment order. It loads a truck and cannot be cancelled here.",
+    `Store: ${store.store_id} (${store.name})`,
+    `SKU: ${item.sku} (${item.name})`,
+    `Quantity: ${args.quantity}${item.unit === "kg" ? " kg" : ""}`,
+    `Reason: ${args.reason}`,
+    `Live stock: ${describeStock(stock)}`,
+  ].join("\n");
+  let answer: string;
+  try {
+    const result = await elicit({
+      mode: "form",
+      message,
+      requestedSchema: {
+        type: "object",
+        properties: {
+          confirm: {
+            type: "boolean",
+            title: "Submit this order",
+            description: "Tick to send the order to StoreLink exactly as shown.",
+            default: false,
+          },
+        },
+        required: ["confirm"],
+      },
+    });
+    answer =
+      result.action === "accept"
+        ? result.content?.confirm === true
+          ? "accept"
+          : "decline"
+        : result.action;
+  } catch {
+    // Timeout, disconnect or a malformed answer: not a yes.
+    answer = "no answer";
+  }
+  if (answer !== "accept") {
+    throw new ToolError(
+      "not_confirmed",
+      `The buyer did not confirm the order (${answer === "decline" ? "declined" : answer === "cancel" ? "cancelled" : "no answer"}); nothing was submitted.`,
+      "Do not resubmit on your own. Ask the buyer whether they want a different store, SKU, quantity or reason.",
+      false,
+    );
+  }
+}
+
+async function preview(args: Input, ctx: ToolContext, store: Store, item: Sku): Promise<Output> {
+  const stock = await readStock(args, ctx, item);
+  if (ctx.orderCap?.isFull(store.store_id, item.sku)) {
+    throw capReached(store, item, ctx.orderCap.perHour);
+  }
+  const { gap, reading } = gapOf(stock.on_hand, stock.units_sold_last_24h);
+  const { store_id, quantity, reason } = args;
+  await audit(ctx, "PREVIEW", { store_id, sku: item.sku, quantity, reason }, null);
+  return {
+    mode: "preview",
+    confirmation: `Preview only, nothing submitted: would order ${amount(args.quantity, item)} for ${store.name} (store ${store.store_id}). Live stock: ${describeStock(stock)}. Reason: ${args.reason}`,
+    store_id: store.store_id,
+    store_name: store.name,
+    sku: item.sku,
+    sku_name: item.name,
+    quantity: args.quantity,
+    reason: args.reason,
+    stock: {
+      on_hand: stock.on_hand,
+      units_sold_last_24h: stock.units_sold_last_24h,
+      gap,
+      reading,
+      as_of: stock.as_of,
+    },
+  };
+}
+
 export const createReplenishmentOrder = defineTool({
   name: "create_replenishment_order",
   title: "Create replenishment order (loads a truck)",
@@ -80,31 +259,26 @@ export const createReplenishmentOrder = defineTool({
     "Orders cannot be cancelled or amended here (the buyer must contact Korral ops).",
     "Before calling: confirm store, SKU and quantity with the human buyer and get their explicit",
     "approval. Never infer or compute a quantity yourself: use the number the buyer gave.",
-    "Cite the live stock numbers from get_stock_position in reason. Call it once per approved order;",
-    "if the result is an error with type outcome_unknown, do not resubmit: check",
-    'get_replenishment_status first. Returns order_id (RPL-<store>-<seq>), status "submitted" and a',
-    "confirmation sentence to paste into Slack.",
+    "Cite the live stock numbers from get_stock_position in reason. dry_run: true returns a",
+    "preview of exactly what would be sent, submitting nothing. Clients that support it are asked",
+    "to confirm with the buyer before anything is sent. Call it once per approved order with a",
+    "fresh idempotency_key; if the result is outcome_unknown, retry only with the same key and",
+    "parameters (the landed order comes back with replayed: true) or check",
+    "get_replenishment_status. An identical order without a key within a few minutes is also",
+    "returned rather than duplicated, and a per-hour limit per store and SKU guards against loops.",
+    'Returns order_id (RPL-<store>-<seq>), status "submitted" and a confirmation sentence to paste',
+    "into Slack.",
     CALL_ORDER,
     NOT_SUPPORTED,
   ].join(" "),
   input,
-  output: z.object({
-    order_id: z.string().describe("RPL-<store>-<seq>"),
-    status: z.enum(["submitted", "picking", "dispatched", "delivered"]),
-    confirmation: z.string().describe("One sentence to paste into Slack"),
-    store_id: z.string(),
-    store_name: z.string(),
-    sku: z.string(),
-    sku_name: z.string(),
-    quantity: z.number().int(),
-    reason: z.string(),
-    created_at: z.string(),
-  }),
+  output,
   annotations: {
     readOnlyHint: false,
     // Append-only: it adds an order and never destroys or overwrites data.
     destructiveHint: false,
-    // Not idempotent: calling twice loads two trucks.
+    // Only a repeat with the same idempotency_key (or within the dedupe window) is folded; a
+    // client cannot rely on that for every repeat, so this stays false.
     idempotentHint: false,
     openWorldHint: false,
   },
@@ -124,7 +298,7 @@ export const createReplenishmentOrder = defineTool({
       error.message,
     );
   },
-  async handler(args: Input, ctx) {
+  async handler(args: Input, ctx): Promise<Output> {
     const auditArgs = {
       store_id: args.store_id,
       sku: args.sku,
@@ -138,31 +312,72 @@ export const createReplenishmentOrder = defineTool({
       ]);
       const store = directory.get(args.store_id);
       if (!store) throw unknownStore(args.store_id, directory);
+      if (args.dry_run === true) return await preview(args, ctx, store, item);
 
-      const { order } = await withStoreKey(ctx.keys, args.store_id, (key) =>
-        ctx.storelink.createOrder(
-          { store_id: args.store_id, sku: item.sku, quantity: args.quantity, reason: args.reason },
-          key,
-        ),
-      );
+      const token: ReplayToken =
+        args.idempotency_key === undefined
+          ? {
+              kind: "params",
+              value: JSON.stringify([args.store_id, item.sku, args.quantity, args.reason]),
+            }
+          : { kind: "key", value: `${args.store_id}\u0000${args.idempotency_key}` };
+      const held = ctx.orderCap?.reserve(store.store_id, item.sku, token) ?? {
+        ok: true as const,
+        reservation: NO_RESERVATION,
+      };
+      if (!held.ok) throw capReached(store, item, held.limit);
+
+      let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
+      try {
+        if (ctx.elicit) await confirmWithBuyer(args, ctx, ctx.elicit, store, item);
+        created = await withStoreKey(ctx.keys, args.store_id, (key) =>
+          ctx.storelink.createOrder(
+            {
+              store_id: args.store_id,
+              sku: item.sku,
+              quantity: args.quantity,
+              reason: args.reason,
+              ...(args.idempotency_key === undefined
+                ? {}
+                : { idempotency_key: args.idempotency_key }),
+            },
+            key,
+          ),
+        );
+      } catch (error) {
+        // An order that may have landed counts against the cap; a refusal does not.
+        if (outcomeOf(toToolError(error, ctx.requestId)) === "UNCERTAIN") held.reservation.commit();
+        else held.reservation.release();
+        throw error;
+      }
+      const { order, replayed } = created;
+      if (replayed) held.reservation.release();
+      else held.reservation.commit();
+
       // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
-      await audit(ctx, "CREATED", auditArgs, order.order_id);
-      const unit = item.unit === "kg" ? " kg of" : " x";
+      // A replay is recorded as REPLAYED against the original order, never a second CREATED.
+      await audit(ctx, replayed ? "REPLAYED" : "CREATED", auditArgs, order.order_id);
+      const what = `${amount(order.quantity, item)} for ${store.name} (store ${store.store_id})`;
       return {
+        mode: "submitted",
         order_id: order.order_id,
         status: order.status,
-        confirmation: `Replenishment order ${order.order_id} submitted: ${order.quantity}${unit} ${item.name} (SKU ${item.sku}) for ${store.name} (store ${store.store_id}). Reason: ${order.reason}`,
+        created_at: order.created_at,
+        replayed,
+        confirmation: replayed
+          ? `Replenishment order ${order.order_id} was already submitted at ${order.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${order.reason}`
+          : `Replenishment order ${order.order_id} submitted: ${what}. Reason: ${order.reason}`,
         store_id: order.store_id,
         store_name: store.name,
         sku: item.sku,
         sku_name: item.name,
         quantity: order.quantity,
         reason: order.reason,
-        created_at: order.created_at,
       };
     } catch (error) {
       const toolError = toToolError(error, ctx.requestId);
-      await audit(ctx, outcomeOf(toolError), auditArgs, null, toolError.message);
+      const detail = args.dry_run === true ? `dry_run: ${toolError.message}` : toolError.message;
+      await audit(ctx, outcomeOf(toolError), auditArgs, null, detail);
       throw toolError;
     }
   },

@@ -1,8 +1,13 @@
-import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import type {
+  ElicitRequestFormParams,
+  ElicitResult,
+  ToolAnnotations,
+} from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
+import type { OrderCap } from "../order-cap.js";
 import type { StoreLinkClient } from "../storelink/client.js";
 
 /** What every tool handler may use. Built once per process and shared by all calls. */
@@ -10,12 +15,21 @@ export interface ServerDeps {
   storelink: StoreLinkClient;
   keys: StoreKeyProvider;
   recorder: CallRecorder;
+  /** The per-instance loop guard on writes. Create it once per process (defaultDeps does). */
+  orderCap?: OrderCap;
+  /** Ask the buyer to confirm each order when the client can elicit (default on). */
+  confirmWrites?: boolean;
 }
+
+/** Asks the human through the client (form elicitation). */
+export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
 
 /** Per-call context: the shared dependencies plus this call's identity. */
 export interface ToolContext extends ServerDeps {
   requestId: string;
   signal: AbortSignal;
+  /** Present only when this session's client declared form elicitation and confirmation is on. */
+  elicit?: Elicit;
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {

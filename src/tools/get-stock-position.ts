@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
 import { ToolError, toToolError } from "../errors.js";
+import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
 import { gapOf } from "../validation.js";
 import { CALL_ORDER, GAP_SEMANTICS, NOT_SUPPORTED } from "./boundaries.js";
 import {
@@ -42,6 +43,9 @@ export const getStockPosition = defineTool({
     "Read live stock for one SKU across one or more stores: one entry per store with on_hand,",
     "units_sold_last_24h, gap and as_of. Always quote the raw numbers alongside gap so the buyer can",
     "check them.",
+    STORE_DIRECTORY_TEXT,
+    'Resolve a city or district to every matching store (e.g. "Brno" is 47 and 63); the same',
+    "directory is the korral://stores resource.",
     GAP_SEMANTICS,
     "A store that fails (unknown store, no credentials, SKU not ranged there) gets its own error",
     "entry while the other stores still report; not_ranged means the store does not stock the",

@@ -1,9 +1,16 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type CallToolResult,
+  type ClientCapabilities,
+  type ElicitRequest,
+  ElicitRequestSchema,
+  type ElicitResult,
+} from "@modelcontextprotocol/sdk/types.js";
 import { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreKeyProvider } from "../../src/keys/provider.js";
 import type { AuditRecord, CallRecorder, TraceRecord } from "../../src/logging/records.js";
+import { OrderCap } from "../../src/order-cap.js";
 import { createServer } from "../../src/server.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
@@ -40,17 +47,36 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+export interface ClientOptions {
+  /** What the test client declares, e.g. `{ elicitation: { form: {} } }`. */
+  capabilities?: ClientCapabilities;
+  /** Answers the server's elicitation/create requests (needs `capabilities.elicitation`). */
+  onElicit?: (request: ElicitRequest) => ElicitResult | Promise<ElicitResult>;
+}
+
 /** The real SDK Client over InMemoryTransport against createServer(): the protocol is exercised. */
-export async function connect(overrides: Partial<ServerDeps> = {}): Promise<Harness> {
+export async function connect(
+  overrides: Partial<ServerDeps> = {},
+  options: ClientOptions = {},
+): Promise<Harness> {
   const recorder = new MemoryRecorder();
   const deps: ServerDeps = {
+    ...overrides,
     storelink: overrides.storelink ?? new InMemoryStoreLink(),
     keys: overrides.keys ?? new MapKeyProvider(),
     recorder: overrides.recorder ?? recorder,
+    // The loop guard is off unless a test passes one: tests that place many orders for the same
+    // store and SKU are not about it. test/protocol/write-safety.test.ts covers it.
+    orderCap: overrides.orderCap ?? new OrderCap({ perHour: 0, replayWindowMs: 0 }),
   };
   const server = createServer(deps);
   const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
-  const client = new Client({ name: "test-client", version: "1.0.0" });
+  const client = new Client(
+    { name: "test-client", version: "1.0.0" },
+    { capabilities: options.capabilities ?? {} },
+  );
+  const onElicit = options.onElicit;
+  if (onElicit) client.setRequestHandler(ElicitRequestSchema, (request) => onElicit(request));
   await Promise.all([server.connect(serverTransport), client.connect(clientTransport)]);
   return {
     client,

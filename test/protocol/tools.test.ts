@@ -258,8 +258,16 @@ describe("create_replenishment_order", () => {
   it("numbers orders per store from 001", async () => {
     h = await connect();
     const ids = [];
-    for (const store_id of ["47", "47", "102", "47"]) {
-      ids.push(ok(await h.call("create_replenishment_order", order({ store_id }))).order_id);
+    // Distinct quantities: identical key-less orders within the dedupe window fold into one.
+    for (const [store_id, quantity] of [
+      ["47", 24],
+      ["47", 25],
+      ["102", 24],
+      ["47", 26],
+    ] as const) {
+      ids.push(
+        ok(await h.call("create_replenishment_order", order({ store_id, quantity }))).order_id,
+      );
     }
     expect(ids).toEqual(["RPL-47-001", "RPL-47-002", "RPL-102-001", "RPL-47-003"]);
   });

@@ -1,0 +1,45 @@
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  ListResourcesRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { ServerDeps } from "./tools/define.js";
+
+const RESOURCE_NOT_FOUND = -32002;
+
+export const STORES_URI = "korral://stores";
+
+const STORES_RESOURCE = {
+  uri: STORES_URI,
+  name: "stores",
+  title: "Korral store directory",
+  description:
+    "Every Korral store with its id and name, so a place the buyer names resolves to store ids " +
+    '(e.g. "Brno" is 47 and 63) without guessing.',
+  mimeType: "application/json",
+};
+
+/** The store directory as an MCP resource, read live from StoreLink's directory (no key needed). */
+export function registerResources(server: Server, deps: ServerDeps): void {
+  server.setRequestHandler(ListResourcesRequestSchema, () => ({ resources: [STORES_RESOURCE] }));
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    if (request.params.uri !== STORES_URI) {
+      // -32002 is the spec's "resource not found".
+      throw new McpError(
+        RESOURCE_NOT_FOUND,
+        `Unknown resource ${request.params.uri}. Available: ${STORES_URI}`,
+      );
+    }
+    const stores = await deps.storelink.listStores();
+    return {
+      contents: [
+        {
+          uri: STORES_URI,
+          mimeType: "application/json",
+          text: JSON.stringify({ stores }),
+        },
+      ],
+    };
+  });
+}

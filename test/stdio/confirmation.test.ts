@@ -1,0 +1,73 @@
+import { rm } from "node:fs/promises";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { type CallToolResult, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { tempWorkspace } from "../helpers/fixtures.js";
+import { HERO_REASON } from "../helpers/harness.js";
+import { DIST } from "../helpers/spawn.js";
+
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(cleanup.splice(0).map((f) => f()));
+});
+
+/** The built stdio server with an SDK client that declares form elicitation and answers `action`. */
+async function session(action: "accept" | "decline", env: Record<string, string> = {}) {
+  const ws = await tempWorkspace();
+  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [`${DIST}stdio.js`],
+    env: {
+      ...process.env,
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: ws.logDir,
+      ...env,
+    } as Record<string, string>,
+    stderr: "pipe",
+  });
+  const client = new Client(
+    { name: "stdio-confirm-test", version: "1" },
+    { capabilities: { elicitation: { form: {} } } },
+  );
+  const asked: string[] = [];
+  client.setRequestHandler(ElicitRequestSchema, (request) => {
+    asked.push(request.params.message);
+    return action === "accept" ? { action, content: { confirm: true } } : { action };
+  });
+  await client.connect(transport);
+  cleanup.push(() => client.close());
+  const order = () =>
+    client.callTool({
+      name: "create_replenishment_order",
+      arguments: { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON },
+    }) as Promise<CallToolResult>;
+  return { asked, order };
+}
+
+describe("buyer confirmation over stdio (built dist/stdio.js)", () => {
+  it("asks the buyer; a decline submits nothing", async () => {
+    const { asked, order } = await session("decline");
+    const result = await order();
+    expect(result.isError).toBe(true);
+    expect((result.structuredContent as { error: { type: string } }).error.type).toBe(
+      "not_confirmed",
+    );
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain("Korral Brno-Kralovo Pole");
+  });
+
+  it("an accept submits the order", async () => {
+    const { asked, order } = await session("accept");
+    const result = await order();
+    expect(result.structuredContent).toMatchObject({ order_id: "RPL-47-001", replayed: false });
+    expect(asked).toHaveLength(1);
+  });
+
+  it("KORRAL_ELICIT_CONFIRMATION=off does not ask", async () => {
+    const { asked, order } = await session("decline", { KORRAL_ELICIT_CONFIRMATION: "off" });
+    expect((await order()).structuredContent).toMatchObject({ order_id: "RPL-47-001" });
+    expect(asked).toHaveLength(0);
+  });
+});
