@@ -8,6 +8,7 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { z } from "zod";
 import { loadConfig } from "./config.js";
 import { toToolError } from "./errors.js";
 import { FileKeyProvider } from "./keys/file.js";
@@ -31,6 +32,15 @@ const INSTRUCTIONS =
 const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
 const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
+
+/**
+ * tools/call with `arguments` of any JSON type. With the SDK's own schema, non-object arguments
+ * (an array, a string) fail a parse that runs before its InvalidParams check and come back as
+ * -32603 Internal error; registering this looser schema lets the SDK's check answer -32602.
+ */
+const CallToolAnyArgumentsSchema = CallToolRequestSchema.extend({
+  params: CallToolRequestSchema.shape.params.extend({ arguments: z.unknown().optional() }),
+});
 
 /** Fills in the defaults: the seeded in-memory StoreLink and keys from keys.json. */
 export function defaultDeps(overrides: Partial<ServerDeps> = {}): ServerDeps {
@@ -117,7 +127,7 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
-  server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
+  server.setRequestHandler(CallToolAnyArgumentsSchema, (request, extra) =>
     callTool(deps, request.params.name, request.params.arguments, extra.signal),
   );
   return server;
