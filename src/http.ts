@@ -16,6 +16,11 @@ const rpcError = (res: Response, status: number, code: number, message: string):
   res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
 };
 
+const isClientError = (error: unknown): error is { status: number } => {
+  const status = (error as { status?: unknown } | null)?.status;
+  return typeof status === "number" && status >= 400 && status < 500;
+};
+
 /**
  * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder) are
  * shared by every request of the process; each request gets its own MCP server and transport so
@@ -71,6 +76,10 @@ export function createApp(deps: ServerDeps): Express {
       rpcError(res, 400, -32700, "Parse error: the request body is not valid JSON.");
     } else if (type === "entity.too.large") {
       rpcError(res, 413, -32600, `Request body larger than ${JSON_BODY_LIMIT}.`);
+    } else if (isClientError(error)) {
+      // Other body-parser refusals (unsupported charset or content-encoding, a bad gzip stream):
+      // the client's fault, so its 4xx, never a 500.
+      rpcError(res, error.status, -32600, "Bad request: send a UTF-8 JSON-RPC body.");
     } else {
       opsLog.error({ err: error }, "HTTP request failed");
       rpcError(res, 500, -32603, "Internal server error");

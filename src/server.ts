@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
-  CallToolRequestSchema,
+  type CallToolRequest,
   type CallToolResult,
   ErrorCode,
   ListToolsRequestSchema,
@@ -34,12 +34,14 @@ const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
 
 /**
- * tools/call with `arguments` of any JSON type. With the SDK's own schema, non-object arguments
- * (an array, a string) fail a parse that runs before its InvalidParams check and come back as
- * -32603 Internal error; registering this looser schema lets the SDK's check answer -32602.
+ * tools/call with `params` of any shape. With the SDK's own schema, malformed params (no name,
+ * array arguments) fail a parse that runs before the SDK's InvalidParams check and come back as
+ * -32603 Internal error; with this one the SDK's check runs and answers -32602. The handler
+ * below is reached only once that check has passed.
  */
-const CallToolAnyArgumentsSchema = CallToolRequestSchema.extend({
-  params: CallToolRequestSchema.shape.params.extend({ arguments: z.unknown().optional() }),
+const CallToolAnyParamsSchema = z.object({
+  method: z.literal("tools/call"),
+  params: z.unknown().optional(),
 });
 
 /** Fills in the defaults: the seeded in-memory StoreLink and keys from keys.json. */
@@ -127,8 +129,9 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
-  server.setRequestHandler(CallToolAnyArgumentsSchema, (request, extra) =>
-    callTool(deps, request.params.name, request.params.arguments, extra.signal),
-  );
+  server.setRequestHandler(CallToolAnyParamsSchema, (request, extra) => {
+    const params = request.params as CallToolRequest["params"];
+    return callTool(deps, params.name, params.arguments, extra.signal);
+  });
   return server;
 }
