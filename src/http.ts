@@ -1,4 +1,5 @@
 import { pathToFileURL } from "node:url";
+import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { ConfigError, loadConfig } from "./config.js";
@@ -21,15 +22,30 @@ const isClientError = (error: unknown): error is { status: number } => {
   return typeof status === "number" && status >= 400 && status < 500;
 };
 
+export interface AppOptions {
+  /**
+   * Host names /mcp answers to (DNS-rebinding protection: a web page in the buyer's browser
+   * must not reach a server on their loopback). Unset accepts any Host, for Cloud Run, where
+   * Google's front end routes by host and IAM guards the service.
+   */
+  allowedHosts?: string[];
+}
+
+/** Loopback host names, enforced whenever the server itself listens on loopback. */
+export const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
+const isLoopback = (host: string): boolean =>
+  ["localhost", "127.0.0.1", "::1", "[::1]"].includes(host);
+
 /**
  * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder) are
  * shared by every request of the process; each request gets its own MCP server and transport so
  * concurrent requests never share protocol state.
  */
-export function createApp(deps: ServerDeps): Express {
+export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   const app = express();
   app.disable("x-powered-by");
   app.use(requestLogging);
+  if (options.allowedHosts) app.use("/mcp", hostHeaderValidation(options.allowedHosts));
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
@@ -91,7 +107,10 @@ export function createApp(deps: ServerDeps): Express {
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
-  const app = createApp(defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }));
+  const app = createApp(
+    defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }),
+    isLoopback(config.host) ? { allowedHosts: LOOPBACK_HOSTS } : {},
+  );
   const listener = app.listen(config.port, config.host, () => {
     const address = listener.address();
     opsLog.info(
