@@ -7,8 +7,8 @@ import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { validOrder } from "../helpers/arbitraries.js";
 import { canaryKeys, findLeaks } from "../helpers/canary.js";
-import { FaultyStoreLink, Gate } from "../helpers/faulty-storelink.js";
 import { connect, errorOf, type Harness } from "../helpers/harness.js";
+import { Gate, ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * Faults in the key file, through the protocol with the real FileKeyProvider. Each gives the
@@ -34,7 +34,7 @@ const CANARIES = canaryKeys(["47", "102", "111"]);
 const stock = { sku: "8847291", store_ids: ["47", "102"] };
 
 async function setUp(
-  storelink = new FaultyStoreLink(new InMemoryStoreLink({ acceptedKeys: CANARIES })),
+  storelink = new ScriptedStoreLink(new InMemoryStoreLink({ acceptedKeys: CANARIES })),
 ) {
   h = await connect({ storelink, keys: new FileKeyProvider(keysFile) });
   return { ...h, storelink };
@@ -117,7 +117,7 @@ describe("key file faults", () => {
     // The file holds a stale key; StoreLink accepts the new one.
     await writeFile(keysFile, JSON.stringify({ ...CANARIES, "47": "slk_47_stale" }));
     const gate = new Gate();
-    const storelink = new FaultyStoreLink(new InMemoryStoreLink({ acceptedKeys: CANARIES })).fail(
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink({ acceptedKeys: CANARIES })).fail(
       "createOrder",
       { hang: gate },
     );

@@ -2,8 +2,8 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { validOrder } from "../helpers/arbitraries.js";
-import { FaultyStoreLink, Gate } from "../helpers/faulty-storelink.js";
 import { connect, errorOf, type Harness, MapKeyProvider } from "../helpers/harness.js";
+import { Gate, ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * Faults at the StoreLinkClient seam, through the protocol. Each gives the documented outcome:
@@ -19,14 +19,14 @@ afterEach(async () => {
 
 const stock = { sku: "8847291", store_ids: ["47", "102"] };
 
-async function setUp(storelink: FaultyStoreLink, keys = new MapKeyProvider()) {
+async function setUp(storelink: ScriptedStoreLink, keys = new MapKeyProvider()) {
   h = await connect({ storelink, keys });
   return h;
 }
 
 describe("StoreLink unavailable (nothing was sent)", () => {
   it("a read degrades per store and says retryable; all stores down is an error", async () => {
-    const storelink = new FaultyStoreLink().fail("getStock", { kind: "unavailable" });
+    const storelink = new ScriptedStoreLink().fail("getStock", { kind: "unavailable" });
     const { call } = await setUp(storelink);
     const partial = await call("get_stock_position", stock);
     expect(partial.isError).toBeFalsy();
@@ -45,7 +45,7 @@ describe("StoreLink unavailable (nothing was sent)", () => {
   });
 
   it("lookup_sku and get_replenishment_status report storelink_unavailable, retryable", async () => {
-    const storelink = new FaultyStoreLink()
+    const storelink = new ScriptedStoreLink()
       .fail("lookupSku", { kind: "unavailable" })
       .fail("getOrder", { kind: "unavailable" });
     const { call } = await setUp(storelink);
@@ -59,7 +59,7 @@ describe("StoreLink unavailable (nothing was sent)", () => {
   });
 
   it("a write that was never sent is REJECTED, writes nothing, and the retry gets 001", async () => {
-    const storelink = new FaultyStoreLink().fail("createOrder", { kind: "unavailable" });
+    const storelink = new ScriptedStoreLink().fail("createOrder", { kind: "unavailable" });
     const { call, recorder } = await setUp(storelink);
     expect(errorOf(await call("create_replenishment_order", validOrder()))).toMatchObject({
       type: "storelink_unavailable",
@@ -72,7 +72,7 @@ describe("StoreLink unavailable (nothing was sent)", () => {
   });
 
   it("a failure reading the store directory fails the write before anything is sent", async () => {
-    const storelink = new FaultyStoreLink().fail("listStores", { kind: "unavailable" });
+    const storelink = new ScriptedStoreLink().fail("listStores", { kind: "unavailable" });
     const { call, recorder } = await setUp(storelink);
     expect(errorOf(await call("create_replenishment_order", validOrder())).type).toBe(
       "storelink_unavailable",
@@ -84,7 +84,7 @@ describe("StoreLink unavailable (nothing was sent)", () => {
 
 describe("connection lost after the write was sent (outcome unknown)", () => {
   it("is outcome_unknown, not retryable, audited UNCERTAIN, and the landed order is readable", async () => {
-    const storelink = new FaultyStoreLink().fail("createOrder", { after: "outcome_unknown" });
+    const storelink = new ScriptedStoreLink().fail("createOrder", { after: "outcome_unknown" });
     const { call, recorder } = await setUp(storelink);
     const error = errorOf(await call("create_replenishment_order", validOrder()));
     expect(error).toMatchObject({ type: "outcome_unknown", retryable: false });
@@ -102,7 +102,7 @@ describe("connection lost after the write was sent (outcome unknown)", () => {
   });
 
   it("an unexpected client error on the write is internal, UNCERTAIN, and hides its text", async () => {
-    const storelink = new FaultyStoreLink().fail("createOrder", {
+    const storelink = new ScriptedStoreLink().fail("createOrder", {
       crash: "socket reset; Authorization: Bearer slk_47_demo_7f3a91c2e5b8",
     });
     const { call, recorder } = await setUp(storelink);
@@ -118,7 +118,7 @@ describe("connection lost after the write was sent (outcome unknown)", () => {
 describe("StoreLink hangs", () => {
   it("the client's timeout ends the call; the server stays responsive; no retry is made", async () => {
     const gate = new Gate();
-    const storelink = new FaultyStoreLink().fail("getStock", { hang: gate }, { hang: gate });
+    const storelink = new ScriptedStoreLink().fail("getStock", { hang: gate }, { hang: gate });
     const { client, call } = await setUp(storelink);
     const hung = client.callTool({ name: "get_stock_position", arguments: stock }, undefined, {
       timeout: 150,
@@ -135,7 +135,7 @@ describe("StoreLink hangs", () => {
 
   it("a write that hangs and is abandoned by the client can still land: status tells", async () => {
     const gate = new Gate();
-    const storelink = new FaultyStoreLink().fail("createOrder", { hang: gate });
+    const storelink = new ScriptedStoreLink().fail("createOrder", { hang: gate });
     const { client, call, recorder } = await setUp(storelink);
     const hung = client.callTool(
       { name: "create_replenishment_order", arguments: validOrder() },
@@ -159,7 +159,7 @@ describe("StoreLink hangs", () => {
 
 describe("401 from StoreLink", () => {
   it("a 401 then success: exactly one retry, with a fresh key lookup, one order", async () => {
-    const storelink = new FaultyStoreLink().fail("createOrder", { kind: "unauthorized" });
+    const storelink = new ScriptedStoreLink().fail("createOrder", { kind: "unauthorized" });
     const keys = new MapKeyProvider();
     const { call, recorder } = await setUp(storelink, keys);
     const result = await call("create_replenishment_order", validOrder());
@@ -174,7 +174,7 @@ describe("401 from StoreLink", () => {
   });
 
   it("401 twice: no third attempt, auth_failed with the spec's message, REJECTED", async () => {
-    const storelink = new FaultyStoreLink().fail(
+    const storelink = new ScriptedStoreLink().fail(
       "createOrder",
       { kind: "unauthorized" },
       { kind: "unauthorized" },
@@ -192,7 +192,7 @@ describe("401 from StoreLink", () => {
   });
 
   it("a 401 on a read, then a 401 again, fails that store only", async () => {
-    const storelink = new FaultyStoreLink().fail(
+    const storelink = new ScriptedStoreLink().fail(
       "getStock",
       { kind: "unauthorized" },
       { kind: "unauthorized" },

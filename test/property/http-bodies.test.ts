@@ -13,9 +13,9 @@ import {
   TOOL_NAMES,
   validOrder,
 } from "../helpers/arbitraries.js";
-import { FaultyStoreLink } from "../helpers/faulty-storelink.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * Raw HTTP bodies against createApp (supertest on a 127.0.0.1:0 listener): malformed JSON,
@@ -24,10 +24,10 @@ import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
  */
 
 let server: Server;
-let storelink: FaultyStoreLink;
+let storelink: ScriptedStoreLink;
 
 beforeAll(async () => {
-  storelink = new FaultyStoreLink();
+  storelink = new ScriptedStoreLink();
   const app = createApp({
     storelink,
     keys: new MapKeyProvider(),

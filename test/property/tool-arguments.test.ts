@@ -14,8 +14,8 @@ import {
   type ToolName,
   validOrder,
 } from "../helpers/arbitraries.js";
-import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 import { connect, type Harness } from "../helpers/harness.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * Every tool, fed arbitrary arguments through the real protocol (SDK Client over

@@ -9,10 +9,10 @@ import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { validOrder } from "../helpers/arbitraries.js";
 import { canaryKeys, filesUnder, findLeaks } from "../helpers/canary.js";
-import { FaultyStoreLink } from "../helpers/faulty-storelink.js";
 import { connect } from "../helpers/harness.js";
 import { EVERY_PATH } from "../helpers/paths.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 import { DIST, freePort, spawnDist, waitForHealthy } from "../helpers/spawn.js";
 
 /**
@@ -50,7 +50,7 @@ describe("secrets canary", () => {
     const accepted = canaryKeys(["47", "102", "111", "128"]);
     const all = [...Object.values(accepted), ...CANARY_VALUES];
     await writeFile(keysFile, JSON.stringify({ ...accepted, "63": CANARIES["63"] }));
-    const storelink = new FaultyStoreLink(new InMemoryStoreLink({ acceptedKeys: accepted }));
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink({ acceptedKeys: accepted }));
     const h = await connect({ storelink, keys: new FileKeyProvider(keysFile) });
     const outputs: unknown[] = [];
     const drive = async () => {
@@ -119,7 +119,10 @@ describe("secrets canary", () => {
       ...findLeaks("stdout", JSON.stringify(frames), CANARY_VALUES),
       ...findLeaks("stderr", stderr, CANARY_VALUES),
     ];
-    for (const file of await filesUnder(logDir)) {
+    const logFiles = await filesUnder(logDir);
+    // The trace and audit logs were written, so the search below really covers them.
+    expect(logFiles.map((f) => f.text).join("")).toContain("RPL-47-001");
+    for (const file of logFiles) {
       found.push(...findLeaks(file.path, file.text, CANARY_VALUES));
     }
     expect(frames.length).toBeGreaterThan(EVERY_PATH.length * 3);
@@ -164,7 +167,10 @@ describe("secrets canary", () => {
       ...findLeaks("stdout", server.stdout(), CANARY_VALUES),
       ...findLeaks("stderr", server.stderr(), CANARY_VALUES),
     ];
-    for (const file of await filesUnder(logDir)) {
+    const logFiles = await filesUnder(logDir);
+    // The trace and audit logs were written, so the search below really covers them.
+    expect(logFiles.map((f) => f.text).join("")).toContain("RPL-47-001");
+    for (const file of logFiles) {
       found.push(...findLeaks(file.path, file.text, CANARY_VALUES));
     }
     expect(bodies.join("\n")).toContain("RPL-47-001");
