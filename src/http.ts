@@ -1,4 +1,5 @@
 import { pathToFileURL } from "node:url";
+import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { ConfigError, loadConfig } from "./config.js";
@@ -16,15 +17,35 @@ const rpcError = (res: Response, status: number, code: number, message: string):
   res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
 };
 
+const isClientError = (error: unknown): error is { status: number } => {
+  const status = (error as { status?: unknown } | null)?.status;
+  return typeof status === "number" && status >= 400 && status < 500;
+};
+
+export interface AppOptions {
+  /**
+   * Host names /mcp answers to (DNS-rebinding protection: a web page in the buyer's browser
+   * must not reach a server on their loopback). Unset accepts any Host, for Cloud Run, where
+   * Google's front end routes by host and IAM guards the service.
+   */
+  allowedHosts?: string[];
+}
+
+/** Loopback host names, enforced whenever the server itself listens on loopback. */
+export const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
+const isLoopback = (host: string): boolean =>
+  ["localhost", "127.0.0.1", "::1", "[::1]"].includes(host);
+
 /**
  * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder) are
  * shared by every request of the process; each request gets its own MCP server and transport so
  * concurrent requests never share protocol state.
  */
-export function createApp(deps: ServerDeps): Express {
+export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   const app = express();
   app.disable("x-powered-by");
   app.use(requestLogging);
+  if (options.allowedHosts) app.use("/mcp", hostHeaderValidation(options.allowedHosts));
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
@@ -71,6 +92,10 @@ export function createApp(deps: ServerDeps): Express {
       rpcError(res, 400, -32700, "Parse error: the request body is not valid JSON.");
     } else if (type === "entity.too.large") {
       rpcError(res, 413, -32600, `Request body larger than ${JSON_BODY_LIMIT}.`);
+    } else if (isClientError(error)) {
+      // Other body-parser refusals (unsupported charset or content-encoding, a bad gzip stream):
+      // the client's fault, so its 4xx, never a 500.
+      rpcError(res, error.status, -32600, "Bad request: send a UTF-8 JSON-RPC body.");
     } else {
       opsLog.error({ err: error }, "HTTP request failed");
       rpcError(res, 500, -32603, "Internal server error");
@@ -82,7 +107,10 @@ export function createApp(deps: ServerDeps): Express {
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
-  const app = createApp(defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }));
+  const app = createApp(
+    defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }),
+    isLoopback(config.host) ? { allowedHosts: LOOPBACK_HOSTS } : {},
+  );
   const listener = app.listen(config.port, config.host, () => {
     const address = listener.address();
     opsLog.info(

@@ -1,13 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
-  CallToolRequestSchema,
+  type CallToolRequest,
   type CallToolResult,
   ErrorCode,
   ListToolsRequestSchema,
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { z } from "zod";
 import { type Config, loadConfig } from "./config.js";
 import { elicitorFor } from "./elicit.js";
 import { toToolError } from "./errors.js";
@@ -35,6 +36,17 @@ const INSTRUCTIONS =
 const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
 const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
+
+/**
+ * tools/call with `params` of any shape. With the SDK's own schema, malformed params (no name,
+ * array arguments) fail a parse that runs before the SDK's InvalidParams check and come back as
+ * -32603 Internal error; with this one the SDK's check runs and answers -32602. The handler
+ * below is reached only once that check has passed.
+ */
+const CallToolAnyParamsSchema = z.object({
+  method: z.literal("tools/call"),
+  params: z.unknown().optional(),
+});
 
 /**
  * Fills in the defaults: the seeded in-memory StoreLink, keys from keys.json, and the write
@@ -139,15 +151,16 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
-  server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-    callTool(
+  server.setRequestHandler(CallToolAnyParamsSchema, (request, extra) => {
+    const params = request.params as CallToolRequest["params"];
+    return callTool(
       deps,
-      request.params.name,
-      request.params.arguments,
+      params.name,
+      params.arguments,
       extra.signal,
       elicitorFor(server, deps.confirmWrites !== false, extra),
-    ),
-  );
+    );
+  });
   registerPrompts(server);
   registerResources(server, deps);
   return server;

@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+// Runs the official MCP conformance suite (@modelcontextprotocol/conformance, pinned devDependency)
+// against the built HTTP server and compares the outcome with conformance/expected-failures.json.
+// Exits non-zero on any unexpected failure AND on any unexpected pass (a stale expectation), so the
+// expectations file always says exactly what this server does not do, and why.
+//
+// Usage: node scripts/conformance.mjs [--no-build]
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const cli = join(root, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
+const expectedFile = join(root, "conformance/expected-failures.json");
+const say = (line) => process.stderr.write(`${line}\n`);
+
+if (!process.argv.includes("--no-build")) {
+  const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: root, stdio: "inherit" });
+  if (build.status !== 0) process.exit(build.status ?? 1);
+}
+
+async function freePort() {
+  const probe = createServer().listen(0, "127.0.0.1");
+  await once(probe, "listening");
+  const { port } = probe.address();
+  probe.close();
+  await once(probe, "close");
+  return port;
+}
+
+async function waitForHealthy(url, child) {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} not healthy in time`);
+}
+
+/** scenario -> { passed, failures: [message] } from the suite's per-scenario checks.json. */
+function readResults(dir) {
+  const results = new Map();
+  for (const entry of readdirSync(dir)) {
+    const match = /^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$/.exec(entry);
+    if (!match) continue;
+    const checks = JSON.parse(readFileSync(join(dir, entry, "checks.json"), "utf8"));
+    const failures = checks
+      .filter((c) => c.status === "FAILURE")
+      .map((c) => `${c.id}: ${c.errorMessage ?? "failed"}`);
+    results.set(match[1], { passed: failures.length === 0, failures });
+  }
+  return results;
+}
+
+const expected = JSON.parse(readFileSync(expectedFile, "utf8")).server;
+const work = mkdtempSync(join(tmpdir(), "korral-conformance-"));
+const port = await freePort();
+const server = spawn(process.execPath, [join(root, "dist/http.js")], {
+  cwd: root,
+  env: {
+    ...process.env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    KORRAL_KEYS_FILE: join(root, "keys.example.json"),
+    KORRAL_LOG_DIR: join(work, "log"),
+    LOG_LEVEL: "warn",
+  },
+  stdio: ["ignore", "ignore", "inherit"],
+});
+
+let code = 1;
+try {
+  const base = `http://127.0.0.1:${port}`;
+  await waitForHealthy(`${base}/healthz`, server);
+  const started = Date.now();
+  const run = spawnSync(
+    process.execPath,
+    [cli, "server", "--url", `${base}/mcp`, "-o", join(work, "results")],
+    { cwd: work, encoding: "utf8", timeout: 300_000 },
+  );
+  if (run.error) throw run.error;
+  const results = readResults(join(work, "results"));
+  if (results.size === 0)
+    throw new Error(`the suite produced no results:\n${run.stdout}\n${run.stderr}`);
+
+  const unexpectedFailures = [];
+  const unexpectedPasses = [];
+  for (const [scenario, result] of results) {
+    const isExpected = Object.hasOwn(expected, scenario);
+    if (!result.passed && !isExpected) unexpectedFailures.push([scenario, result.failures]);
+    if (result.passed && isExpected) unexpectedPasses.push(scenario);
+  }
+  const notRun = Object.keys(expected).filter((s) => !results.has(s));
+
+  const passed = [...results.values()].filter((r) => r.passed).length;
+  say(
+    `conformance: ${results.size} scenarios, ${passed} passed, ${results.size - passed} failed ` +
+      `(${Object.keys(expected).length} expected to fail) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
+  for (const [scenario, failures] of unexpectedFailures) {
+    say(`UNEXPECTED FAILURE ${scenario}\n  ${failures.join("\n  ")}`);
+  }
+  for (const scenario of unexpectedPasses) {
+    say(
+      `UNEXPECTED PASS ${scenario}: it now passes; remove it from conformance/expected-failures.json`,
+    );
+  }
+  for (const scenario of notRun) {
+    say(`STALE EXPECTATION ${scenario}: the suite no longer runs it; remove it from the file`);
+  }
+  code = unexpectedFailures.length + unexpectedPasses.length + notRun.length === 0 ? 0 : 1;
+  say(code === 0 ? "conformance: as expected" : "conformance: FAILED");
+} catch (error) {
+  say(`conformance: could not run: ${error instanceof Error ? error.message : String(error)}`);
+  code = 1;
+} finally {
+  server.kill("SIGTERM");
+  rmSync(work, { recursive: true, force: true });
+}
+process.exit(code);

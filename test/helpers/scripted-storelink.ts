@@ -1,0 +1,103 @@
+import type { ApiKey } from "../../src/keys/api-key.js";
+import {
+  type CreatedOrder,
+  type Order,
+  type OrderRequest,
+  type Sku,
+  type StockReading,
+  type Store,
+  type StoreLinkClient,
+  StoreLinkError,
+  type StoreLinkErrorKind,
+} from "../../src/storelink/client.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+
+/** What a faulted call does instead of (or before) reaching the real StoreLink. */
+export type Fault =
+  /** Throw a StoreLinkError of this kind without calling through. */
+  | { kind: StoreLinkErrorKind }
+  /** Call through (the write lands), then throw this kind: "sent, answer lost". */
+  | { after: StoreLinkErrorKind }
+  /** Never answer until `release()` is called (a hung connection), then call through. */
+  | { hang: Gate }
+  /** Throw a plain Error (a bug in a client), with this message. */
+  | { crash: string };
+
+type Method = keyof StoreLinkClient;
+
+/** A promise a test opens when it decides to: no timers, so nothing here depends on speed. */
+export class Gate {
+  readonly #opened: Promise<void>;
+  #open!: () => void;
+  constructor() {
+    this.#opened = new Promise((resolve) => {
+      this.#open = resolve;
+    });
+  }
+  release(): void {
+    this.#open();
+  }
+  wait(): Promise<void> {
+    return this.#opened;
+  }
+}
+
+/**
+ * The StoreLinkClient seam with scripted faults: each method has a queue of faults consumed one
+ * per call (an empty queue calls through to the wrapped client). Counts every call and every
+ * order that really landed, so tests can prove "nothing was written" rather than assume it.
+ */
+export class ScriptedStoreLink implements StoreLinkClient {
+  readonly #queues = new Map<Method, Fault[]>();
+  readonly attempts = new Map<Method, number>();
+  readonly landed: Order[] = [];
+
+  constructor(readonly inner: StoreLinkClient = new InMemoryStoreLink()) {}
+
+  /** Queues faults for the next calls of `method`, in order. */
+  fail(method: Method, ...faults: Fault[]): this {
+    this.#queues.set(method, [...(this.#queues.get(method) ?? []), ...faults]);
+    return this;
+  }
+
+  attemptsOf(method: Method): number {
+    return this.attempts.get(method) ?? 0;
+  }
+
+  async #run<T>(method: Method, through: () => Promise<T>): Promise<T> {
+    this.attempts.set(method, this.attemptsOf(method) + 1);
+    const fault = this.#queues.get(method)?.shift();
+    if (!fault) return through();
+    if ("kind" in fault) throw new StoreLinkError(fault.kind, `injected ${fault.kind}`);
+    if ("crash" in fault) throw new Error(fault.crash);
+    if ("hang" in fault) {
+      await fault.hang.wait();
+      return through();
+    }
+    await through();
+    throw new StoreLinkError(fault.after, `injected ${fault.after} after the call went through`);
+  }
+
+  listStores(): Promise<Store[]> {
+    return this.#run("listStores", () => this.inner.listStores());
+  }
+  lookupSku(query: string): Promise<Sku[]> {
+    return this.#run("lookupSku", () => this.inner.lookupSku(query));
+  }
+  getSku(sku: string): Promise<Sku> {
+    return this.#run("getSku", () => this.inner.getSku(sku));
+  }
+  getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
+    return this.#run("getStock", () => this.inner.getStock(storeId, sku, key));
+  }
+  createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
+    return this.#run("createOrder", async () => {
+      const created = await this.inner.createOrder(request, key);
+      if (!created.replayed) this.landed.push(created.order);
+      return created;
+    });
+  }
+  getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
+    return this.#run("getOrder", () => this.inner.getOrder(storeId, orderId, key));
+  }
+}
