@@ -2,7 +2,7 @@ import { pathToFileURL } from "node:url";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { ConfigError, loadConfig } from "./config.js";
-import { FileKeyProvider } from "./keys/file.js";
+import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
@@ -82,7 +82,7 @@ export function createApp(deps: ServerDeps): Express {
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
-  const app = createApp(defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }));
+  const app = createApp(defaultDeps({ keys: await createKeyProvider(config), recorder }));
   const listener = app.listen(config.port, config.host, () => {
     const address = listener.address();
     opsLog.info(

@@ -1,0 +1,30 @@
+import type { Config } from "../config.js";
+import { opsLog } from "../logging/ops.js";
+import { FileKeyProvider } from "./file.js";
+import type { StoreKeyProvider } from "./provider.js";
+import { type SecretAccessClient, SecretManagerKeyProvider } from "./secret-manager.js";
+
+/**
+ * The key provider the configuration asks for. The Secret Manager client (and its gRPC stack) is
+ * loaded only when that source is chosen; tests inject a fake `secretClient`.
+ */
+export async function createKeyProvider(
+  config: Pick<Config, "keySource" | "keysFile" | "secretManager">,
+  inject: { secretClient?: SecretAccessClient } = {},
+): Promise<StoreKeyProvider> {
+  if (config.keySource === "file") {
+    opsLog.info({ key_source: "file", keys_file: config.keysFile }, "store keys from a file");
+    return new FileKeyProvider(config.keysFile);
+  }
+  let client = inject.secretClient;
+  if (!client) {
+    const { SecretManagerServiceClient } = await import("@google-cloud/secret-manager");
+    client = new SecretManagerServiceClient();
+  }
+  const { project, namePattern, cacheSeconds, deadlineMs } = config.secretManager;
+  opsLog.info(
+    { key_source: "secret-manager", project, name_pattern: namePattern, cacheSeconds, deadlineMs },
+    "store keys from Secret Manager",
+  );
+  return new SecretManagerKeyProvider({ client, project, namePattern, cacheSeconds, deadlineMs });
+}
