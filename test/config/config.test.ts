@@ -96,14 +96,6 @@ describe("createKeyProvider", () => {
     expect(provider).toBeInstanceOf(SecretManagerKeyProvider);
     expect((await provider.getKey("47"))?.reveal()).toBe("slk_47_sm");
   });
-
-  it("builds a real client when none is injected (no network at construction)", async () => {
-    const config = loadConfig({
-      KORRAL_KEY_SOURCE: "secret-manager",
-      GOOGLE_CLOUD_PROJECT: "korral-prod",
-    });
-    expect(await createKeyProvider(config)).toBeInstanceOf(SecretManagerKeyProvider);
-  });
 });
 
 /** Starts the built entry with `env` on top of a clean environment; resolves on exit. */
@@ -166,6 +158,21 @@ describe("the built servers refuse bad configuration", () => {
     });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("GOOGLE_CLOUD_PROJECT");
+  });
+
+  it("HTTP: Secret Manager without Google credentials exits 2 instead of crashing later", async () => {
+    // Regression: the library's unobserved stub promise rejected on the first lookup and the
+    // unhandled rejection killed the server mid-call.
+    const run = await startBuilt(httpEntry, {
+      PORT: "1",
+      KORRAL_KEY_SOURCE: "secret-manager",
+      GOOGLE_CLOUD_PROJECT: "korral-prod",
+      GOOGLE_APPLICATION_CREDENTIALS: "/nonexistent/adc.json",
+    });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(
+      "KORRAL_KEY_SOURCE: secret-manager needs Google Cloud credentials",
+    );
   });
 
   it("stdio: a bad KORRAL_KEY_CACHE_SECONDS exits 2 naming it, stdout untouched", async () => {

@@ -1,12 +1,12 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import { freePort } from "../helpers/spawn.js";
 
 /**
  * Rehearses the Dockerfile's runtime stage without Docker: package.json + package-lock.json +
@@ -22,21 +22,6 @@ const SETPRIV = "/usr/bin/setpriv";
 
 const asRoot = process.getuid?.() === 0;
 const dropPrivileges = asRoot && existsSync(SETPRIV);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() =>
-        typeof address === "object" && address
-          ? resolve(address.port)
-          : reject(new Error("no port")),
-      );
-    });
-  });
-}
 
 async function waitForHealth(base: string, child: ChildProcess, stderr: () => string) {
   for (let attempt = 0; attempt < 200; attempt++) {
