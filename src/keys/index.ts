@@ -13,7 +13,7 @@ export async function createKeyProvider(
   inject: { secretClient?: SecretAccessClient } = {},
 ): Promise<StoreKeyProvider> {
   if (config.keySource === "file") {
-    opsLog.info({ key_source: "file", keys_file: config.keysFile }, "store keys from a file");
+    opsLog.debug({ key_source: "file", keys_file: config.keysFile }, "store keys from a file");
     return new FileKeyProvider(config.keysFile);
   }
   const client = inject.secretClient ?? (await startSecretManagerClient());
