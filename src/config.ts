@@ -1,6 +1,9 @@
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 
+export const DEFAULT_SECRET_NAME_PATTERN =
+  "projects/{project}/secrets/storelink-key-{store}/versions/latest";
+
 /**
  * All configuration, read once from the environment and validated. A bad value stops startup
  * with a message naming the variable. Every variable is documented in README and DEPLOYMENT.md.
@@ -14,6 +17,23 @@ const schema = z.object({
     .string()
     .min(1)
     .default(fileURLToPath(new URL("../keys.json", import.meta.url))),
+  // Key source (issue 4): file for local use, Secret Manager on Cloud Run.
+  KORRAL_KEY_SOURCE: z.enum(["file", "secret-manager"]).default("file"),
+  /**
+   * The project of the store secrets and of `logging.googleapis.com/trace` in HTTP-mode log lines.
+   * Cloud Run does not set it: the deploy command does.
+   */
+  GOOGLE_CLOUD_PROJECT: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, "must be a GCP project id")
+    .optional(),
+  KORRAL_SECRET_NAME_PATTERN: z
+    .string()
+    .regex(/\{store\}/, "must contain {store}")
+    .default(DEFAULT_SECRET_NAME_PATTERN),
+  /** 0 = re-read Secret Manager on every lookup (the spec's default). */
+  KORRAL_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(0),
+  KORRAL_KEY_DEADLINE_MS: z.coerce.number().int().min(100).max(30_000).default(3000),
   KORRAL_LOG_DIR: z
     .string()
     .min(1)
@@ -31,14 +51,19 @@ const schema = z.object({
   KORRAL_LOG_FILES: z
     .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
     .default("on"),
-  /** Project id for `logging.googleapis.com/trace` in HTTP-mode log lines (Cloud Run sets none). */
-  GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
 });
 
 export type Config = Readonly<{
   port: number;
   host: string;
   keysFile: string;
+  keySource: "file" | "secret-manager";
+  secretManager: Readonly<{
+    project: string | undefined;
+    namePattern: string;
+    cacheSeconds: number;
+    deadlineMs: number;
+  }>;
   logDir: string;
   logLevel: z.infer<typeof schema>["LOG_LEVEL"];
   logFiles: boolean;
@@ -65,10 +90,26 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration: ${problems}`);
   }
   const c = parsed.data;
+  if (
+    c.KORRAL_KEY_SOURCE === "secret-manager" &&
+    c.KORRAL_SECRET_NAME_PATTERN.includes("{project}") &&
+    c.GOOGLE_CLOUD_PROJECT === undefined
+  ) {
+    throw new ConfigError(
+      "Invalid configuration: GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
+    );
+  }
   return {
     port: c.PORT,
     host: c.HOST,
     keysFile: c.KORRAL_KEYS_FILE,
+    keySource: c.KORRAL_KEY_SOURCE,
+    secretManager: {
+      project: c.GOOGLE_CLOUD_PROJECT,
+      namePattern: c.KORRAL_SECRET_NAME_PATTERN,
+      cacheSeconds: c.KORRAL_KEY_CACHE_SECONDS,
+      deadlineMs: c.KORRAL_KEY_DEADLINE_MS,
+    },
     logDir: c.KORRAL_LOG_DIR,
     logLevel: c.LOG_LEVEL,
     logFiles: ["on", "true", "1"].includes(c.KORRAL_LOG_FILES),

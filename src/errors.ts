@@ -81,8 +81,10 @@ export function toToolError(error: unknown, requestId: string): ToolError {
     return new ToolError(
       "no_credentials",
       `Could not read the StoreLink credentials for store ${error.storeId}. Ask Korral IT for access.`,
-      "Tell the buyer the key configuration for this store could not be read; Korral IT must check it. Other stores may still work.",
-      false,
+      error.transient
+        ? "Retry in a minute; if it keeps failing, tell the buyer to contact Korral IT. Other stores may still work."
+        : "Tell the buyer the key configuration for this store could not be read; Korral IT must check it. Other stores may still work.",
+      error.transient,
     );
   }
   if (error instanceof StoreLinkError) {

@@ -3,7 +3,7 @@ import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middlewar
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { ConfigError, loadConfig } from "./config.js";
-import { FileKeyProvider } from "./keys/file.js";
+import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
   const app = createApp(
-    defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }),
+    defaultDeps({ keys: await createKeyProvider(config), recorder }),
     isLoopback(config.host) ? { allowedHosts: LOOPBACK_HOSTS } : {},
   );
   const listener = app.listen(config.port, config.host, () => {

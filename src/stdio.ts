@@ -1,6 +1,6 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { FileKeyProvider } from "./keys/file.js";
+import { createKeyProvider } from "./keys/index.js";
 import { setUpLogging } from "./logging/setup.js";
 import { createServer, defaultDeps } from "./server.js";
 
@@ -8,9 +8,7 @@ import { createServer, defaultDeps } from "./server.js";
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "stdio");
-  const server = createServer(
-    defaultDeps({ keys: new FileKeyProvider(config.keysFile), recorder }),
-  );
+  const server = createServer(defaultDeps({ keys: await createKeyProvider(config), recorder }));
   await server.connect(new StdioServerTransport());
   console.error("korral-storelink MCP server running on stdio");
 

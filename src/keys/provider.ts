@@ -23,6 +23,8 @@ export class KeySourceError extends Error {
     readonly storeId: string,
     /** Short, secret-free cause category for operators, e.g. "key file is not valid JSON". */
     readonly reason: string,
+    /** True when retrying shortly can help (a deadline, Secret Manager unavailable or throttled). */
+    readonly transient = false,
   ) {
     super(`Key source failed for store ${storeId}: ${reason}`);
   }

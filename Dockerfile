@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+# Korral StoreLink MCP, streamable HTTP, for Cloud Run. See DEPLOYMENT.md.
+# test/deploy/ parses this file and rehearses the runtime stage without Docker: keep them in step.
+
+# --- build: the full toolchain compiles TypeScript to dist/ ---
+FROM node:22-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+# --- runtime: production dependencies and compiled code only ---
+FROM node:22-bookworm-slim AS runtime
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080
+WORKDIR /app
+COPY package.json package-lock.json ./
+# No install scripts run: none of the production dependencies needs one to work.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# The code stays root-owned, read-only to the server; only the log directory is writable.
+RUN mkdir -p /app/log && chown node:node /app/log
+USER node
+EXPOSE 8080
+# Exec form: node is PID 1 and receives Cloud Run's SIGTERM itself (npm would swallow it).
+CMD ["node", "dist/http.js"]

@@ -1,0 +1,132 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+/**
+ * No Docker engine runs here, so the Dockerfile's essentials are checked by reading it; the
+ * runtime stage itself is rehearsed in runtime-rehearsal.test.ts.
+ */
+const root = join(import.meta.dirname, "../..");
+const read = (file: string) => readFileSync(join(root, file), "utf8");
+
+interface Instruction {
+  op: string;
+  args: string;
+}
+interface Stage {
+  from: string;
+  name: string | undefined;
+  body: Instruction[];
+}
+
+/** Splits a Dockerfile into stages of instructions (comments dropped, continuations joined). */
+function parseDockerfile(text: string): Stage[] {
+  const logical = text
+    .replace(/\\\r?\n/g, " ")
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#"));
+  const stages: Stage[] = [];
+  for (const line of logical) {
+    const [, op = "", args = ""] = /^(\S+)\s*(.*)$/.exec(line) ?? [];
+    const instruction = { op: op.toUpperCase(), args };
+    if (instruction.op === "FROM") {
+      const [image = "", as, name] = args.split(/\s+/);
+      stages.push({ from: image, name: as?.toUpperCase() === "AS" ? name : undefined, body: [] });
+    } else {
+      const stage = stages.at(-1);
+      if (!stage) throw new Error(`${op} before FROM`);
+      stage.body.push(instruction);
+    }
+  }
+  return stages;
+}
+
+const stages = parseDockerfile(read("Dockerfile"));
+const runtime = stages.at(-1) as Stage;
+const all = (stage: Stage, op: string) => stage.body.filter((i) => i.op === op);
+
+describe("Dockerfile", () => {
+  it("is multi-stage, every stage on Node 22 LTS", () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) expect(stage.from).toMatch(/^node:22[-.\w]*$/);
+  });
+
+  it("the build stage installs everything and compiles", () => {
+    const build = stages[0] as Stage;
+    const runs = all(build, "RUN").map((i) => i.args);
+    expect(runs.some((r) => /\bnpm ci\b/.test(r) && !r.includes("--omit=dev"))).toBe(true);
+    expect(runs.some((r) => r.includes("npm run build"))).toBe(true);
+  });
+
+  it("the runtime stage installs production dependencies only and copies only dist from the build", () => {
+    const runs = all(runtime, "RUN").map((i) => i.args);
+    expect(runs.some((r) => /\bnpm ci\b.*--omit=dev/.test(r))).toBe(true);
+    const copies = all(runtime, "COPY").map((i) => i.args.split(/\s+/));
+    for (const args of copies) {
+      const sources = args.filter((a) => !a.startsWith("--")).slice(0, -1);
+      const fromBuild = args.some((a) => a.startsWith("--from="));
+      if (fromBuild) expect(sources).toEqual(["/app/dist"]);
+      else expect(sources.sort()).toEqual(["package-lock.json", "package.json"]);
+    }
+    expect(all(runtime, "ADD")).toEqual([]);
+  });
+
+  it("never copies keys, logs or tests, in any stage", () => {
+    for (const stage of stages) {
+      for (const { args } of [...all(stage, "COPY"), ...all(stage, "ADD")]) {
+        expect(args).not.toMatch(/keys(\.example)?\.json|\blog\b|\btest\b|\.env|\s\.\s/);
+      }
+    }
+  });
+
+  it("sets production defaults and binds all interfaces for Cloud Run", () => {
+    const env = all(runtime, "ENV")
+      .map((i) => i.args)
+      .join(" ");
+    expect(env).toMatch(/\bNODE_ENV=production\b/);
+    expect(env).toMatch(/\bHOST=0\.0\.0\.0\b/);
+  });
+
+  it("runs as a non-root user", () => {
+    const users = all(runtime, "USER").map((i) => i.args);
+    expect(users.length).toBeGreaterThan(0);
+    expect(users.at(-1)).not.toMatch(/^(root|0)(:|$)/);
+  });
+
+  it("starts node directly with exec-form CMD so SIGTERM reaches it", () => {
+    const cmds = all(runtime, "CMD");
+    expect(cmds).toHaveLength(1);
+    expect(JSON.parse(cmds[0]?.args ?? "")).toEqual(["node", "dist/http.js"]);
+    expect(all(runtime, "ENTRYPOINT")).toEqual([]);
+  });
+});
+
+describe(".dockerignore", () => {
+  const lines = read(".dockerignore")
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
+
+  it("is an allowlist: everything excluded, then only build inputs re-included", () => {
+    expect(lines[0]).toBe("*");
+    const included = lines.slice(1);
+    for (const line of included) expect(line.startsWith("!")).toBe(true);
+    expect(included.map((l) => l.slice(1).replace(/\/$/, "")).sort()).toEqual(
+      ["package-lock.json", "package.json", "src", "tsconfig.build.json", "tsconfig.json"].sort(),
+    );
+  });
+
+  it("everything the Dockerfile copies from the context is allowed in", () => {
+    const allowed = new Set(lines.slice(1).map((l) => l.slice(1).replace(/\/$/, "")));
+    for (const stage of stages) {
+      for (const { args } of all(stage, "COPY")) {
+        const parts = args.split(/\s+/);
+        if (parts.some((a) => a.startsWith("--from="))) continue;
+        for (const source of parts.filter((a) => !a.startsWith("--")).slice(0, -1)) {
+          expect(allowed.has(source.replace(/^\.\//, "").replace(/\/$/, ""))).toBe(true);
+        }
+      }
+    }
+  });
+});
