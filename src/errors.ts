@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { KeySourceError } from "./keys/provider.js";
 import { StoreLinkError } from "./storelink/client.js";
 
@@ -22,12 +23,22 @@ export const ERROR_TYPES = [
 ] as const;
 export type ErrorType = (typeof ERROR_TYPES)[number];
 
-export interface ToolErrorBody {
-  type: ErrorType;
-  message: string;
-  next_step: string;
-  retryable: boolean;
-}
+export const errorBodySchema = z.object({
+  type: z.enum(ERROR_TYPES),
+  message: z.string(),
+  next_step: z.string(),
+  retryable: z.boolean(),
+});
+export type ToolErrorBody = z.infer<typeof errorBodySchema>;
+
+/**
+ * The `structuredContent` of an `isError` result. Every tool's advertised outputSchema admits it
+ * beside the success shape: clients validate structuredContent against it, errors included.
+ * Loose, since some errors carry context (e.g. the per-store entries of a failed stock read).
+ */
+export const errorResultSchema = z
+  .looseObject({ error: errorBodySchema })
+  .describe("The result of a failed call (isError: true)");
 
 /**
  * A failure meant for the model: a safe message, what to do next, and whether retrying can help.

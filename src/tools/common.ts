@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ERROR_TYPES, ToolError } from "../errors.js";
+import { ToolError } from "../errors.js";
 import type { Store } from "../storelink/client.js";
 import type { ToolContext } from "./define.js";
 
@@ -16,13 +16,6 @@ export const skuSchema = z
   .min(1, "must not be empty")
   .max(32, "must be at most 32 characters")
   .describe('SKU code from lookup_sku, e.g. "8847291"');
-
-export const errorBodySchema = z.object({
-  type: z.enum(ERROR_TYPES),
-  message: z.string(),
-  next_step: z.string(),
-  retryable: z.boolean(),
-});
 
 /** The store directory as a map, read once per call. */
 export async function storeDirectory(ctx: ToolContext): Promise<Map<string, Store>> {

@@ -4,7 +4,7 @@ import type {
   ToolAnnotations,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { ToolError } from "../errors.js";
+import { errorResultSchema, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
 import type { OrderCap } from "../order-cap.js";
@@ -71,7 +71,7 @@ export interface Tool {
   storeIdOfRaw(raw: unknown): string | null;
 }
 
-function jsonSchemaOf(schema: z.ZodObject, io: "input" | "output"): ToolListing["inputSchema"] {
+function jsonSchemaOf(schema: z.ZodType, io: "input" | "output"): ToolListing["inputSchema"] {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any" });
   return { ...rest, type: "object" };
 }
@@ -107,7 +107,7 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
     title: spec.title,
     description: spec.description,
     inputSchema: jsonSchemaOf(spec.input, "input"),
-    outputSchema: jsonSchemaOf(spec.output, "output"),
+    outputSchema: jsonSchemaOf(z.union([spec.output, errorResultSchema]), "output"),
     annotations: { title: spec.title, ...spec.annotations },
   };
   return {

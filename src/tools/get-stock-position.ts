@@ -1,16 +1,10 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
-import { ToolError, toToolError } from "../errors.js";
+import { errorBodySchema, ToolError, toToolError } from "../errors.js";
 import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
 import { gapOf } from "../validation.js";
 import { CALL_ORDER, GAP_SEMANTICS, NOT_SUPPORTED } from "./boundaries.js";
-import {
-  errorBodySchema,
-  skuSchema,
-  storeDirectory,
-  storeIdSchema,
-  unknownStore,
-} from "./common.js";
+import { skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
 import { defineTool } from "./define.js";
 
 const MAX_STORES = 50;

@@ -78,6 +78,9 @@ export async function connect(
   const onElicit = options.onElicit;
   if (onElicit) client.setRequestHandler(ElicitRequestSchema, (request) => onElicit(request));
   await Promise.all([server.connect(serverTransport), client.connect(clientTransport)]);
+  // As real clients do: the SDK Client then validates every structuredContent, errors included,
+  // against the advertised outputSchema.
+  await client.listTools();
   return {
     client,
     deps,

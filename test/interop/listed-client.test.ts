@@ -20,15 +20,24 @@ describe("an SDK client that has listed the tools", () => {
     expect(result.isError).toBeFalsy();
   });
 
-  // KNOWN DEFECT, left failing on purpose: it.fails turns red once fixed (then make it a plain
-  // it). Error results carry structuredContent {error: {...}} that matches no outputSchema, so
-  // the SDK client throws -32602 instead of handing the isError result to the model. Fix in
-  // server.ts callTool: omit structuredContent on isError (keep the JSON in the text block), or
-  // widen each outputSchema to allow the error shape.
-  it.fails("gets a tool error as an isError result, not a thrown -32602", async () => {
+  // Every outputSchema admits the error shape (src/errors.ts errorResultSchema): without it the
+  // SDK client throws -32602 instead of handing the isError result to the model.
+  it("gets a tool error as an isError result, not a thrown -32602", async () => {
     h = await connect();
     await h.client.listTools();
     const result = await h.call("lookup_sku", { query: "" });
     expect(result.isError).toBe(true);
+  });
+});
+
+describe("the advertised output schemas", () => {
+  it("admit each tool's result and the error shape, and nothing else", async () => {
+    h = await connect();
+    const { tools } = await h.client.listTools();
+    for (const tool of tools) {
+      const branches = (tool.outputSchema as { anyOf?: { required?: string[] }[] }).anyOf;
+      expect(branches, tool.name).toHaveLength(2);
+      expect(branches?.[1]?.required).toEqual(["error"]);
+    }
   });
 });

@@ -320,10 +320,12 @@ describe("dry_run preview", () => {
     const h = await start();
     const { tools } = await h.client.listTools();
     const tool = tools.find((t) => t.name === "create_replenishment_order");
-    const props = tool?.outputSchema?.properties as Record<string, { enum?: string[] }>;
+    // anyOf: [the result, the error shape of an isError result]
+    const [success] = (tool?.outputSchema as unknown as { anyOf: Record<string, unknown>[] }).anyOf;
+    const props = success?.properties as Record<string, { enum?: string[] }>;
     expect(props.mode?.enum).toEqual(["submitted", "preview"]);
-    expect(tool?.outputSchema?.required).not.toContain("order_id");
-    expect(tool?.outputSchema?.required).not.toContain("stock");
+    expect(success?.required).not.toContain("order_id");
+    expect(success?.required).not.toContain("stock");
     const input = tool?.inputSchema.properties as Record<string, unknown>;
     expect(Object.keys(input)).toEqual(expect.arrayContaining(["idempotency_key", "dry_run"]));
   });
