@@ -321,8 +321,8 @@ describe("dry_run preview", () => {
     const { tools } = await h.client.listTools();
     const tool = tools.find((t) => t.name === "create_replenishment_order");
     // anyOf: [the result, the error shape of an isError result]
-    const [success] =
-      (tool?.outputSchema as unknown as { anyOf: Record<string, unknown>[] }).anyOf ?? [];
+    const schema = tool?.outputSchema as unknown as { anyOf: Record<string, unknown>[] };
+    const [success] = schema.anyOf;
     const props = success?.properties as Record<string, { enum?: string[] }>;
     expect(props.mode?.enum).toEqual(["submitted", "preview"]);
     expect(success?.required).not.toContain("order_id");
