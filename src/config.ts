@@ -51,6 +51,10 @@ const schema = z.object({
   KORRAL_LOG_FILES: z
     .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
     .default("on"),
+  /** Set: StoreLink is reached over HTTP at this base URL. Unset: the seeded in-memory stub. */
+  STORELINK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** Per-request deadline of the HTTP StoreLink client. */
+  STORELINK_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(5_000),
 });
 
 export type Config = Readonly<{
@@ -71,6 +75,8 @@ export type Config = Readonly<{
   dedupeWindowMs: number;
   orderCapPerHour: number;
   elicitConfirmation: boolean;
+  storelinkUrl: string | undefined;
+  storelinkTimeoutMs: number;
 }>;
 
 export class ConfigError extends Error {
@@ -117,5 +123,32 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dedupeWindowMs: c.KORRAL_DEDUPE_WINDOW_MIN * 60_000,
     orderCapPerHour: c.KORRAL_ORDER_CAP_PER_HOUR,
     elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
+    storelinkUrl: c.STORELINK_URL,
+    storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
   };
+}
+
+/** The StoreLink emulator's own variables (a separate program: `npm run storelink:emulator`). */
+const emulatorSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8090),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  /** Test fault: cut the connection after applying this many order POSTs, without answering. */
+  STORELINK_EMULATOR_CUT_AFTER_ORDERS: z.coerce.number().int().min(0).default(0),
+});
+
+export type EmulatorConfig = Readonly<{ port: number; host: string; cutAfterOrders: number }>;
+
+export function loadEmulatorConfig(env: NodeJS.ProcessEnv = process.env): EmulatorConfig {
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
+  );
+  const parsed = emulatorSchema.safeParse(present);
+  if (!parsed.success) {
+    const problems = parsed.error.issues
+      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
+      .join("; ");
+    throw new ConfigError(`Invalid configuration: ${problems}`);
+  }
+  const c = parsed.data;
+  return { port: c.PORT, host: c.HOST, cutAfterOrders: c.STORELINK_EMULATOR_CUT_AFTER_ORDERS };
 }
