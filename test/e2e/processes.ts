@@ -51,7 +51,11 @@ async function spawnListening(
     stop: () =>
       new Promise<void>((resolve) => {
         if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-        proc.once("exit", () => resolve());
+        const timer = setTimeout(() => proc.kill("SIGKILL"), 5_000);
+        proc.once("exit", () => {
+          clearTimeout(timer);
+          resolve();
+        });
         proc.kill("SIGTERM");
       }),
   };
