@@ -102,7 +102,8 @@ describe.each(factories)("StoreLink contract: %s", (_name, make) => {
     const first = await client.createOrder(order, key("47"));
     expect(first.replayed).toBe(false);
     expect(first.order).toMatchObject({ order_id: "RPL-47-001", status: "submitted", ...order });
-    expect((await client.createOrder(order, key("47"))).order.order_id).toBe("RPL-47-002");
+    const second = await client.createOrder({ ...order, quantity: 12 }, key("47"));
+    expect(second.order.order_id).toBe("RPL-47-002");
     expect(
       (await client.createOrder({ ...order, store_id: "102" }, key("102"))).order.order_id,
     ).toBe("RPL-102-001");
@@ -157,9 +158,22 @@ describe.each(factories)("StoreLink contract: %s", (_name, make) => {
     // Keys are scoped per store: the same key at another store is a new order.
     const other = await client.createOrder({ ...order, store_id: "102" }, key("102"));
     expect(other).toMatchObject({ order: { order_id: "RPL-102-001" }, replayed: false });
-    // Without a key nothing is deduplicated.
-    const { idempotency_key: _drop, ...plain } = order;
-    expect((await client.createOrder(plain, key("47"))).order.order_id).toBe("RPL-47-002");
+    // A different key for the same parameters is a new order (the key decides, not the body).
+    const fresh = await client.createOrder({ ...order, idempotency_key: "idem-47-b" }, key("47"));
+    expect(fresh).toMatchObject({ order: { order_id: "RPL-47-002" }, replayed: false });
+  });
+
+  it("folds an identical key-less order within the dedupe window into the first", async () => {
+    const client = await make();
+    const order = { store_id: "47", sku: "8847291", quantity: 24, reason: REASON };
+    const first = await client.createOrder(order, key("47"));
+    expect(await client.createOrder(order, key("47"))).toEqual({
+      order: first.order,
+      replayed: true,
+    });
+    // Any difference in the parameters is a different order.
+    const other = await client.createOrder({ ...order, quantity: 23 }, key("47"));
+    expect(other).toMatchObject({ order: { order_id: "RPL-47-002" }, replayed: false });
   });
 });
 
@@ -189,6 +203,7 @@ describe("both clients give identical results for one script", () => {
       await record(client.getStock(store, sku, key(store)));
     }
     await record(client.getStock("63", "8847291", WRONG));
+    await record(client.createOrder(order, key("47")));
     await record(client.createOrder(order, key("47")));
     await record(client.createOrder({ ...order, idempotency_key: "k1" }, key("47")));
     await record(client.createOrder({ ...order, idempotency_key: "k1" }, key("47")));

@@ -62,8 +62,9 @@ describe("two MCP HTTP processes over one StoreLink emulator", () => {
       order_id: "RPL-47-001",
     });
     expect(read.structuredContent).toMatchObject({ order_id: "RPL-47-001" });
-    const next = await callTool(a.url, "create_replenishment_order", order);
-    expect(next.structuredContent).toMatchObject({ order_id: "RPL-47-002" });
+    // A new order (not a resend of the first, which StoreLink's dedupe window would fold).
+    const next = await callTool(a.url, "create_replenishment_order", { ...order, quantity: 12 });
+    expect(next.structuredContent).toMatchObject({ order_id: "RPL-47-002", replayed: false });
   });
 
   it("emulator stopped: clear storelink_unavailable errors and the MCP processes stay up", async () => {
@@ -116,15 +117,14 @@ describe("a connection cut after the POST reached the emulator", () => {
     expect(mcp.proc.exitCode).toBeNull();
   });
 
-  it("writes an UNCERTAIN line, then a CREATED one, to audit.log", async () => {
-    const created = await callTool(mcp.url, "create_replenishment_order", order);
-    // The cut order landed as 001, so the clean one is 002: nothing was retried behind our back.
-    expect(created.structuredContent).toMatchObject({ order_id: "RPL-47-002" });
+  it("audits UNCERTAIN, and a resend comes back as the landed order (REPLAYED), not a second truck", async () => {
+    const resend = await callTool(mcp.url, "create_replenishment_order", order);
+    expect(resend.structuredContent).toMatchObject({ order_id: "RPL-47-001", replayed: true });
     // Audit lines are durable before the answer leaves, so both are on disk by now.
     const lines = readFileSync(join(ws.logDir, "audit.log"), "utf8").trim().split("\n");
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/ UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ /);
     expect(lines[0]).toContain("no answer came back");
-    expect(lines[1]).toMatch(/ CREATED RPL-47-002 store=47 sku=8847291 qty=24 /);
+    expect(lines[1]).toMatch(/ REPLAYED RPL-47-001 store=47 sku=8847291 qty=24 /);
   });
 });

@@ -72,7 +72,7 @@ describe("StoreLink emulator wire format", () => {
       409,
       "idempotency_conflict",
     );
-    expect((await post().send(BODY)).body.order_id).toBe("RPL-47-002");
+    expect((await post().send({ ...BODY, quantity: 6 })).body.order_id).toBe("RPL-47-002");
     const read = await request(app).get("/v1/stores/47/orders/RPL-47-001").set(KEY);
     expect(read.body).toEqual(first.body);
   });
