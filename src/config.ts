@@ -127,28 +127,3 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
   };
 }
-
-/** The StoreLink emulator's own variables (a separate program: `npm run storelink:emulator`). */
-const emulatorSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(8090),
-  HOST: z.string().min(1).default("127.0.0.1"),
-  /** Test fault: cut the connection after applying this many order POSTs, without answering. */
-  STORELINK_EMULATOR_CUT_AFTER_ORDERS: z.coerce.number().int().min(0).default(0),
-});
-
-export type EmulatorConfig = Readonly<{ port: number; host: string; cutAfterOrders: number }>;
-
-export function loadEmulatorConfig(env: NodeJS.ProcessEnv = process.env): EmulatorConfig {
-  const present = Object.fromEntries(
-    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
-  );
-  const parsed = emulatorSchema.safeParse(present);
-  if (!parsed.success) {
-    const problems = parsed.error.issues
-      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
-      .join("; ");
-    throw new ConfigError(`Invalid configuration: ${problems}`);
-  }
-  const c = parsed.data;
-  return { port: c.PORT, host: c.HOST, cutAfterOrders: c.STORELINK_EMULATOR_CUT_AFTER_ORDERS };
-}

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { ConfigError, loadEmulatorConfig } from "./config.js";
+import { ConfigError } from "./config.js";
 import { ApiKey } from "./keys/api-key.js";
 import { isStoreLinkError, type StoreLinkErrorKind } from "./storelink/client.js";
 import { STORELINK_KEY_HEADER } from "./storelink/http.js";
@@ -50,6 +50,37 @@ const sendError = (res: Response, status: number, code: string, message: string)
 
 // A missing header is an empty key: the in-memory store then answers 401 (after its store check).
 const keyOf = (req: Request): ApiKey => new ApiKey(req.get(STORELINK_KEY_HEADER) ?? "");
+
+/**
+ * The emulator's own environment (a separate program, so not in the server's config.ts, whose
+ * variables are the server's): PORT (0 = any free port), HOST, and the test fault.
+ */
+const emulatorEnv = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8090),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  STORELINK_EMULATOR_CUT_AFTER_ORDERS: z.coerce.number().int().min(0).default(0),
+});
+
+export interface EmulatorConfig {
+  port: number;
+  host: string;
+  cutAfterOrders: number;
+}
+
+export function loadEmulatorConfig(env: NodeJS.ProcessEnv = process.env): EmulatorConfig {
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
+  );
+  const parsed = emulatorEnv.safeParse(present);
+  if (!parsed.success) {
+    const problems = parsed.error.issues
+      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
+      .join("; ");
+    throw new ConfigError(`Invalid emulator configuration: ${problems}`);
+  }
+  const c = parsed.data;
+  return { port: c.PORT, host: c.HOST, cutAfterOrders: c.STORELINK_EMULATOR_CUT_AFTER_ORDERS };
+}
 
 type Handler = (req: Request, res: Response) => Promise<void>;
 const route =

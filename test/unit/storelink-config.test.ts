@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig, loadEmulatorConfig } from "../../src/config.js";
+import { ConfigError, loadConfig } from "../../src/config.js";
 import { HttpStoreLinkClient } from "../../src/storelink/http.js";
 import { createStoreLink } from "../../src/storelink/index.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { loadEmulatorConfig } from "../../src/storelink-emulator.js";
 
 describe("STORELINK_URL configuration", () => {
   it("uses the in-memory StoreLink when STORELINK_URL is unset or empty", () => {
@@ -34,5 +35,6 @@ describe("STORELINK_URL configuration", () => {
     expect(loadEmulatorConfig({ PORT: "0" }).port).toBe(0);
     expect(loadEmulatorConfig({}).port).toBe(8090);
     expect(loadEmulatorConfig({ STORELINK_EMULATOR_CUT_AFTER_ORDERS: "2" }).cutAfterOrders).toBe(2);
+    expect(() => loadEmulatorConfig({ PORT: "-1" })).toThrow(/PORT/);
   });
 });
