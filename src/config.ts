@@ -51,6 +51,10 @@ const schema = z.object({
   KORRAL_LOG_FILES: z
     .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
     .default("on"),
+  /** Set: StoreLink is reached over HTTP at this base URL. Unset: the seeded in-memory stub. */
+  STORELINK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** Per-request deadline of the HTTP StoreLink client. */
+  STORELINK_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(5_000),
 });
 
 export type Config = Readonly<{
@@ -71,6 +75,8 @@ export type Config = Readonly<{
   dedupeWindowMs: number;
   orderCapPerHour: number;
   elicitConfirmation: boolean;
+  storelinkUrl: string | undefined;
+  storelinkTimeoutMs: number;
 }>;
 
 export class ConfigError extends Error {
@@ -117,5 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dedupeWindowMs: c.KORRAL_DEDUPE_WINDOW_MIN * 60_000,
     orderCapPerHour: c.KORRAL_ORDER_CAP_PER_HOUR,
     elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
+    storelinkUrl: c.STORELINK_URL,
+    storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
   };
 }

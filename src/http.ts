@@ -8,6 +8,7 @@ import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
+import { createStoreLink } from "./storelink/index.js";
 import type { ServerDeps } from "./tools/define.js";
 
 const JSON_BODY_LIMIT = "256kb";
@@ -108,7 +109,11 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
   const app = createApp(
-    defaultDeps({ keys: await createKeyProvider(config), recorder }),
+    defaultDeps({
+      keys: await createKeyProvider(config),
+      storelink: createStoreLink(config),
+      recorder,
+    }),
     isLoopback(config.host) ? { allowedHosts: LOOPBACK_HOSTS } : {},
   );
   const listener = app.listen(config.port, config.host, () => {

@@ -3,12 +3,19 @@ import { ConfigError, loadConfig } from "./config.js";
 import { createKeyProvider } from "./keys/index.js";
 import { setUpLogging } from "./logging/setup.js";
 import { createServer, defaultDeps } from "./server.js";
+import { createStoreLink } from "./storelink/index.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "stdio");
-  const server = createServer(defaultDeps({ keys: await createKeyProvider(config), recorder }));
+  const server = createServer(
+    defaultDeps({
+      keys: await createKeyProvider(config),
+      storelink: createStoreLink(config),
+      recorder,
+    }),
+  );
   await server.connect(new StdioServerTransport());
   console.error("korral-storelink MCP server running on stdio");
 

@@ -1,0 +1,311 @@
+import { z } from "zod";
+import type { ApiKey } from "../keys/api-key.js";
+import {
+  type CreatedOrder,
+  type Order,
+  type OrderRequest,
+  type Sku,
+  type StockReading,
+  type Store,
+  type StoreLinkClient,
+  StoreLinkError,
+  type StoreLinkErrorKind,
+} from "./client.js";
+
+export const STORELINK_KEY_HEADER = "X-StoreLink-Key";
+
+export interface HttpStoreLinkOptions {
+  /** Base URL of StoreLink, e.g. http://127.0.0.1:8090 (paths are /v1/...). */
+  baseUrl: string;
+  /** Per-request deadline in ms, covering connect, headers and body. */
+  timeoutMs?: number;
+  /**
+   * How long the store directory is reused. It changes rarely and is read on every stock and
+   * order call, so a short cache saves one round trip per tool call; 0 disables it.
+   */
+  storesTtlMs?: number;
+  /** Injectable for tests; defaults to the global fetch (undici, keep-alive by default). */
+  fetch?: typeof fetch;
+  now?: () => number;
+}
+
+const storeSchema = z.object({ store_id: z.string(), name: z.string() });
+const skuSchema = z.object({
+  sku: z.string(),
+  name: z.string(),
+  category: z.string(),
+  unit: z.enum(["each", "kg"]),
+});
+const stockSchema = z.object({
+  store_id: z.string(),
+  sku: z.string(),
+  on_hand: z.number().int(),
+  units_sold_last_24h: z.number().int(),
+  as_of: z.string(),
+});
+const orderSchema = z.object({
+  order_id: z.string(),
+  store_id: z.string(),
+  sku: z.string(),
+  quantity: z.number().int(),
+  reason: z.string(),
+  status: z.enum(["submitted", "picking", "dispatched", "delivered"]),
+  created_at: z.string(),
+});
+const errorSchema = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+
+/** Error codes of the contract that are domain errors, identical to the in-memory kinds. */
+const DOMAIN_CODES = new Set<StoreLinkErrorKind>([
+  "unauthorized",
+  "unknown_store",
+  "unknown_sku",
+  "not_ranged",
+  "order_not_found",
+  "idempotency_conflict",
+]);
+
+/**
+ * Failure codes (from undici / libc, on `error.cause.code`) that prove the request never left:
+ * no connection was made, so a write cannot have landed.
+ */
+const NOT_SENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EAI_FAIL",
+  "EAI_NONAME",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "EADDRNOTAVAIL",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_INVALID_ARG",
+]);
+
+/** Which kind of call: a write that fails after sending is uncertain, a read is just unavailable. */
+type Mode = "read" | "write";
+
+class Failure {
+  constructor(
+    readonly sent: boolean,
+    readonly detail: string,
+  ) {}
+}
+
+/**
+ * StoreLink over HTTP, per openapi/storelink.yaml. One round trip per call on pooled keep-alive
+ * connections (global fetch's default dispatcher). Never retries: the 401 reload-and-retry-once
+ * policy lives in auth.ts, and a write is never repeated because it might already have loaded a
+ * truck. Error messages are built here from ids, never copied from the server or containing keys.
+ */
+export class HttpStoreLinkClient implements StoreLinkClient {
+  readonly #base: string;
+  readonly #timeoutMs: number;
+  readonly #storesTtlMs: number;
+  readonly #fetch: typeof fetch;
+  readonly #now: () => number;
+  #stores: { at: number; value: Promise<Store[]> } | undefined;
+
+  constructor(options: HttpStoreLinkOptions) {
+    this.#base = options.baseUrl.replace(/\/+$/, "");
+    this.#timeoutMs = options.timeoutMs ?? 5_000;
+    this.#storesTtlMs = options.storesTtlMs ?? 30_000;
+    this.#fetch = options.fetch ?? fetch;
+    this.#now = options.now ?? Date.now;
+  }
+
+  listStores(): Promise<Store[]> {
+    const cached = this.#stores;
+    if (cached && this.#now() - cached.at < this.#storesTtlMs) {
+      return cached.value.then((stores) => stores.map((s) => ({ ...s })));
+    }
+    const value = this.#read("/v1/stores", undefined, z.object({ stores: z.array(storeSchema) }), {
+      subject: "the store directory",
+    }).then((body) => body.stores);
+    const entry = { at: this.#now(), value };
+    this.#stores = entry;
+    // A failure is not cached: the next call tries again.
+    value.catch(() => {
+      if (this.#stores === entry) this.#stores = undefined;
+    });
+    return value.then((stores) => stores.map((s) => ({ ...s })));
+  }
+
+  async lookupSku(query: string): Promise<Sku[]> {
+    const path = `/v1/skus?q=${encodeURIComponent(query)}`;
+    const body = await this.#read(path, undefined, z.object({ skus: z.array(skuSchema) }), {
+      subject: "the catalogue",
+    });
+    return body.skus;
+  }
+
+  getSku(sku: string): Promise<Sku> {
+    return this.#read(`/v1/skus/${seg(sku)}`, undefined, skuSchema, { sku });
+  }
+
+  getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
+    return this.#read(`/v1/stores/${seg(storeId)}/stock/${seg(sku)}`, key, stockSchema, {
+      storeId,
+      sku,
+    });
+  }
+
+  getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
+    return this.#read(`/v1/stores/${seg(storeId)}/orders/${seg(orderId)}`, key, orderSchema, {
+      storeId,
+      orderId,
+    });
+  }
+
+  async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
+    const ids = { storeId: request.store_id, sku: request.sku };
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      [STORELINK_KEY_HEADER]: key.reveal(),
+    };
+    if (request.idempotency_key !== undefined) {
+      headers["Idempotency-Key"] = request.idempotency_key;
+    }
+    const body = JSON.stringify({
+      sku: request.sku,
+      quantity: request.quantity,
+      reason: request.reason,
+    });
+    const url = `${this.#base}/v1/stores/${seg(request.store_id)}/orders`;
+
+    const response = await this.#send(url, { method: "POST", headers, body }, "write", ids);
+    if (response.status === 201 || response.status === 200) {
+      const order = await this.#parse(response, orderSchema, "write", ids);
+      return { order, replayed: response.status === 200 };
+    }
+    throw await this.#errorFrom(response, "write", ids);
+  }
+
+  async #read<T>(
+    path: string,
+    key: ApiKey | undefined,
+    schema: z.ZodType<T>,
+    ids: Ids,
+  ): Promise<T> {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (key) headers[STORELINK_KEY_HEADER] = key.reveal();
+    const response = await this.#send(`${this.#base}${path}`, { headers }, "read", ids);
+    if (response.status !== 200) throw await this.#errorFrom(response, "read", ids);
+    return this.#parse(response, schema, "read", ids);
+  }
+
+  /** fetch with a deadline; transport failures become `unavailable` or `outcome_unknown`. */
+  async #send(url: string, init: RequestInit, mode: Mode, ids: Ids): Promise<Response> {
+    try {
+      return await this.#fetch(url, { ...init, signal: AbortSignal.timeout(this.#timeoutMs) });
+    } catch (error) {
+      throw transportError(mode, classify(error), ids);
+    }
+  }
+
+  async #parse<T>(response: Response, schema: z.ZodType<T>, mode: Mode, ids: Ids): Promise<T> {
+    let json: unknown;
+    try {
+      json = await response.json();
+    } catch (error) {
+      // The status line arrived, so the request was processed; the body was cut or garbled.
+      const failure = classify(error);
+      throw transportError(mode, new Failure(true, `unreadable body (${failure.detail})`), ids);
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      throw transportError(mode, new Failure(true, "response outside the contract"), ids);
+    }
+    return parsed.data;
+  }
+
+  async #errorFrom(response: Response, mode: Mode, ids: Ids): Promise<Error> {
+    let code: string | undefined;
+    try {
+      const parsed = errorSchema.safeParse(await response.json());
+      if (parsed.success) code = parsed.data.error.code;
+    } catch {
+      // No usable body: decided by the status alone below.
+    }
+    if (code !== undefined && DOMAIN_CODES.has(code as StoreLinkErrorKind)) {
+      const kind = code as StoreLinkErrorKind;
+      return new StoreLinkError(kind, messageFor(kind, ids));
+    }
+    // 503 `unavailable` is StoreLink's promise that it refused before acting.
+    if (response.status === 503 && code === "unavailable") {
+      return transportError(mode, new Failure(false, "StoreLink answered 503 unavailable"), ids);
+    }
+    if (response.status >= 500 || response.status === 408 || response.status === 429) {
+      // Processed or not, we cannot tell: a write is uncertain, a read simply failed.
+      return transportError(mode, new Failure(true, `HTTP ${response.status}`), ids);
+    }
+    // Any other 4xx: StoreLink refused a request this client built, i.e. a bug here.
+    return new Error(
+      `StoreLink refused the request with HTTP ${response.status}${code ? ` (${code})` : ""}.`,
+    );
+  }
+}
+
+interface Ids {
+  storeId?: string;
+  sku?: string;
+  orderId?: string;
+  subject?: string;
+}
+
+/** Path segments are ids from the model: encode them so `../` or `?` cannot change the route. */
+const seg = (value: string): string => encodeURIComponent(value);
+
+function messageFor(kind: StoreLinkErrorKind, ids: Ids): string {
+  switch (kind) {
+    case "unknown_store":
+      return `Unknown store ${ids.storeId}.`;
+    case "unknown_sku":
+      return `Unknown SKU ${ids.sku}.`;
+    case "not_ranged":
+      return `SKU ${ids.sku} is not ranged at store ${ids.storeId}.`;
+    case "order_not_found":
+      return `No order ${ids.orderId} for store ${ids.storeId}.`;
+    case "unauthorized":
+      return `StoreLink rejected the key for store ${ids.storeId}.`;
+    case "idempotency_conflict":
+      return "This idempotency key was already used for a different order.";
+    default:
+      return `StoreLink failed (${kind}).`;
+  }
+}
+
+/** Decides whether a thrown fetch error happened before anything was sent. */
+function classify(error: unknown): Failure {
+  const name = (error as { name?: string } | null)?.name;
+  if (name === "TimeoutError" || name === "AbortError") {
+    // The deadline may fire mid-connect or after the body left: it cannot prove "not sent".
+    return new Failure(true, "timed out");
+  }
+  const code = causeCode(error);
+  if (code !== undefined && NOT_SENT_CODES.has(code)) return new Failure(false, code);
+  return new Failure(true, code ?? "connection failed");
+}
+
+function causeCode(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current && typeof current === "object"; depth += 1) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+function transportError(mode: Mode, failure: Failure, ids: Ids): StoreLinkError {
+  const what = ids.subject ?? (ids.storeId ? `store ${ids.storeId}` : "StoreLink");
+  if (mode === "write" && failure.sent) {
+    return new StoreLinkError(
+      "outcome_unknown",
+      `The order for store ${ids.storeId} was sent but no usable answer came back (${failure.detail}); it may have been created.`,
+    );
+  }
+  return new StoreLinkError(
+    "unavailable",
+    `StoreLink could not be reached for ${what} (${failure.detail}).`,
+  );
+}

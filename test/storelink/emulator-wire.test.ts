@@ -1,0 +1,101 @@
+import { readFileSync } from "node:fs";
+import request from "supertest";
+import { describe, expect, it } from "vitest";
+import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import { createEmulatorApp } from "../../src/storelink-emulator.js";
+
+/** The emulator's wire format (supertest on createEmulatorApp) against openapi/storelink.yaml. */
+
+const SPEC = readFileSync(new URL("../../openapi/storelink.yaml", import.meta.url), "utf8");
+const KEY = { "X-StoreLink-Key": SEED_ACCEPTED_KEYS["47"] as string };
+const BODY = { sku: "8847291", quantity: 24, reason: "Gap of 8 at 47, buyer approved 24." };
+
+/** Asserts the documented error shape and that the spec lists this code. */
+function expectError(res: request.Response, status: number, code: string): void {
+  expect(res.status).toBe(status);
+  expect(res.body).toEqual({ error: { code, message: expect.any(String) } });
+  expect(SPEC).toContain(`- ${code}\n`);
+}
+
+describe("StoreLink emulator wire format", () => {
+  it("answers /healthz and the unauthenticated directory and catalogue", async () => {
+    const app = createEmulatorApp();
+    expect((await request(app).get("/healthz")).body).toEqual({ status: "ok" });
+    expect((await request(app).get("/v1/stores")).body.stores).toHaveLength(5);
+    expect((await request(app).get("/v1/skus").query({ q: "milk" })).body.skus).toHaveLength(1);
+    expectError(await request(app).get("/v1/skus"), 400, "invalid_request");
+    expectError(await request(app).get("/v1/skus/nope"), 404, "unknown_sku");
+  });
+
+  it("maps each domain failure to its documented status and code", async () => {
+    const app = createEmulatorApp();
+    expectError(await request(app).get("/v1/stores/47/stock/8847291"), 401, "unauthorized");
+    expectError(
+      await request(app).get("/v1/stores/47/stock/8847291").set("X-StoreLink-Key", "slk_bad"),
+      401,
+      "unauthorized",
+    );
+    expectError(
+      await request(app).get("/v1/stores/999/stock/8847291").set(KEY),
+      404,
+      "unknown_store",
+    );
+    expectError(await request(app).get("/v1/stores/47/stock/0").set(KEY), 404, "unknown_sku");
+    expectError(
+      await request(app)
+        .get("/v1/stores/111/stock/6620174")
+        .set("X-StoreLink-Key", SEED_ACCEPTED_KEYS["111"] as string),
+      422,
+      "not_ranged",
+    );
+    expectError(
+      await request(app).get("/v1/stores/47/orders/RPL-47-001").set(KEY),
+      404,
+      "order_not_found",
+    );
+    expectError(await request(app).get("/v1/nothing"), 404, "not_found");
+  });
+
+  it("creates with 201, replays an Idempotency-Key with 200, refuses reuse with 409", async () => {
+    const app = createEmulatorApp();
+    const post = () => request(app).post("/v1/stores/47/orders").set(KEY);
+    const first = await post().set("Idempotency-Key", "k-1").send(BODY);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ order_id: "RPL-47-001", status: "submitted", ...BODY });
+    const replay = await post().set("Idempotency-Key", "k-1").send(BODY);
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(first.body);
+    expectError(
+      await post()
+        .set("Idempotency-Key", "k-1")
+        .send({ ...BODY, quantity: 1 }),
+      409,
+      "idempotency_conflict",
+    );
+    expect((await post().send({ ...BODY, quantity: 6 })).body.order_id).toBe("RPL-47-002");
+    const read = await request(app).get("/v1/stores/47/orders/RPL-47-001").set(KEY);
+    expect(read.body).toEqual(first.body);
+  });
+
+  it("rejects malformed order bodies with 400 and creates nothing", async () => {
+    const app = createEmulatorApp();
+    const post = () => request(app).post("/v1/stores/47/orders").set(KEY);
+    expectError(await post().send({ ...BODY, quantity: 0 }), 400, "invalid_request");
+    expectError(await post().send({ ...BODY, extra: 1 }), 400, "invalid_request");
+    expectError(
+      await post().set("content-type", "application/json").send("{not json"),
+      400,
+      "invalid_request",
+    );
+    expect((await post().send(BODY)).body.order_id).toBe("RPL-47-001");
+  });
+
+  it("never echoes the key it was sent", async () => {
+    const app = createEmulatorApp();
+    const res = await request(app)
+      .get("/v1/stores/47/stock/8847291")
+      .set("X-StoreLink-Key", "slk_47_leaky_deadbeef");
+    expect(res.status).toBe(401);
+    expect(JSON.stringify(res.body) + JSON.stringify(res.headers)).not.toContain("deadbeef");
+  });
+});
