@@ -52,8 +52,10 @@ export class ToolError extends Error {
     readonly nextStep: string,
     readonly retryable: boolean,
     readonly extra?: Record<string, unknown>,
+    /** The original failure, for the operational log only; never shown to the model. */
+    cause?: unknown,
   ) {
-    super(message);
+    super(message, cause === undefined ? undefined : { cause });
   }
 
   toBody(): ToolErrorBody {
@@ -164,5 +166,7 @@ export function toToolError(error: unknown, requestId: string): ToolError {
     `Internal error in the Korral StoreLink server (reference ${requestId}).`,
     `Retry once; if it fails again, give Korral IT the reference ${requestId}.`,
     true,
+    undefined,
+    error,
   );
 }

@@ -107,7 +107,8 @@ export async function callTool(
     const toolError = toToolError(thrown, requestId);
     if (toolError.type === "internal") {
       opsLog.error(
-        { err: thrown, request_id: requestId, tool: name },
+        // The cause survives a tool's own conversion (the write converts to audit it).
+        { err: toolError.cause ?? thrown, request_id: requestId, tool: name },
         "tool call failed unexpectedly",
       );
     }

@@ -3,6 +3,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { FileKeyProvider } from "../../src/keys/file.js";
+import { configureOpsLog } from "../../src/logging/ops.js";
 import { StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
@@ -392,6 +393,28 @@ describe("create_replenishment_order", () => {
     expect(error.message).toMatch(/reference req_[0-9a-f]{32}/);
     // It may have landed: the trail must not claim it was refused.
     expect(h.recorder.audits[0]?.outcome).toBe("UNCERTAIN");
+  });
+
+  it("keeps the unexpected failure's cause for the operator's log, under the same reference", async () => {
+    const lines: string[] = [];
+    configureOpsLog({
+      format: "plain",
+      level: "error",
+      destination: { write: (l: string) => lines.push(l) },
+    });
+    try {
+      const storelink = new RecordingStoreLink();
+      storelink.createOrder = async () => {
+        throw new Error("ECONNRESET while writing the order");
+      };
+      h = await connect({ storelink });
+      const error = errorOf(await h.call("create_replenishment_order", order()));
+      const reference = /req_[0-9a-f]{32}/.exec(error.message)?.[0];
+      const logged = lines.map((l) => JSON.parse(l)).find((l) => l.request_id === reference);
+      expect(logged?.err?.message).toBe("ECONNRESET while writing the order");
+    } finally {
+      configureOpsLog({ format: "plain", level: "info" });
+    }
   });
 });
 
