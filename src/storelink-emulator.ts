@@ -15,9 +15,14 @@ import { InMemoryStoreLink } from "./storelink/memory.js";
  * orders live as long as this process. For tests and local runs only: it authenticates nothing real.
  */
 
-/** Mutable test faults. `cutAfterOrders`: apply the next N order POSTs, then drop the socket unanswered. */
+/** Mutable test faults, consumed one per order POST. */
 export interface EmulatorFaults {
+  /** Apply the next N order POSTs, then drop the socket unanswered. */
   cutAfterOrders: number;
+  /** Apply the next N order POSTs, then never answer (the caller's deadline ends it). */
+  stallAfterOrders?: number;
+  /** Answer the next order POSTs with these statuses and error codes BEFORE acting (an outage). */
+  refuseOrders?: { status: number; code: string }[];
 }
 
 export interface EmulatorOptions {
@@ -144,6 +149,11 @@ export function createEmulatorApp(options: EmulatorOptions = {}): Express {
     "/v1/stores/:storeId/orders",
     express.json({ limit: "64kb" }),
     route(async (req, res) => {
+      const refusal = faults.refuseOrders?.shift();
+      if (refusal) {
+        sendError(res, refusal.status, refusal.code, "Injected failure; nothing was done.");
+        return;
+      }
       const body = orderBody.safeParse(req.body);
       const rawKey = req.get("Idempotency-Key");
       const key = rawKey === undefined ? undefined : idempotencyKey.safeParse(rawKey);
@@ -163,6 +173,11 @@ export function createEmulatorApp(options: EmulatorOptions = {}): Express {
         // The order is applied; the caller never hears so. This is the uncertain write.
         faults.cutAfterOrders -= 1;
         req.socket.destroy();
+        return;
+      }
+      if ((faults.stallAfterOrders ?? 0) > 0) {
+        // Applied, and the answer never comes: the caller times out not knowing.
+        faults.stallAfterOrders = (faults.stallAfterOrders ?? 0) - 1;
         return;
       }
       res.status(created.replayed ? 200 : 201).json(created.order);

@@ -21,7 +21,11 @@ const REOPEN_AFTER_MS = 5_000;
  *   handed to the OS and not synced, which keeps the cost off the read paths.
  * - Never throws and never rejects. Any failure (directory missing and uncreatable, a file where
  *   the directory should be, no permission, ENOSPC) is reported ONCE per file through `warn`;
- *   later lines are dropped or, if the problem clears, written again.
+ *   later lines are dropped or, if the problem clears, written again. A later, new problem (after
+ *   a successful write) is reported again.
+ * - The file deleted under it (`rm -rf` of the log directory) is noticed after the next write:
+ *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It warns,
+ *   reopens (recreating the directory) and writes those lines again into the new file.
  */
 export class LineFile {
   readonly path: string;
@@ -73,17 +77,22 @@ export class LineFile {
   }
 
   async #write(batch: Pending[]): Promise<void> {
-    const handle = await this.#open();
+    let handle = await this.#open();
     if (!handle) return;
     const buffer = Buffer.from(batch.map((p) => p.data).join(""), "utf8");
-    let offset = 0;
-    // A regular file takes the whole buffer in one write; the loop only covers a short write.
-    while (offset < buffer.length) {
-      const { bytesWritten } = await handle.write(buffer, offset, buffer.length - offset);
-      if (bytesWritten <= 0) throw new Error("short write");
-      offset += bytesWritten;
+    await writeAll(handle, buffer);
+    // nlink 0: the file was deleted while open, so these lines went nowhere readable.
+    if ((await handle.stat()).nlink === 0) {
+      this.#handle = undefined;
+      await handle.close().catch(() => {});
+      this.#report(`log file ${this.path} was deleted; recreating it and writing there`, "ENOENT");
+      handle = await this.#open();
+      if (!handle) return;
+      await writeAll(handle, buffer);
     }
     if (batch.some((p) => p.durable)) await handle.datasync();
+    // Written: a later, different problem deserves its own warning.
+    this.#warned = false;
   }
 
   async #open(): Promise<FileHandle | undefined> {
@@ -102,16 +111,31 @@ export class LineFile {
 
   #fail(error: unknown): void {
     // A handle that failed a write may be fine for the next one (space freed); keep it.
+    const code = (error as { code?: unknown } | null)?.code;
+    this.#report(
+      `cannot write log file ${this.path}; its lines are being dropped, the service carries on`,
+      typeof code === "string" ? code : "unknown",
+    );
+  }
+
+  /** Warns once until the next successful write. */
+  #report(message: string, code: string): void {
     if (this.#warned) return;
     this.#warned = true;
-    const code = (error as { code?: unknown } | null)?.code;
     try {
-      this.#warn(
-        `cannot write log file ${this.path}; its lines are being dropped, the service carries on`,
-        { file: this.path, code: typeof code === "string" ? code : "unknown" },
-      );
+      this.#warn(message, { file: this.path, code });
     } catch {
       // A broken warning channel must not break the caller either.
     }
+  }
+}
+
+/** A regular file takes the whole buffer in one write; the loop only covers a short write. */
+async function writeAll(handle: FileHandle, buffer: Buffer): Promise<void> {
+  let offset = 0;
+  while (offset < buffer.length) {
+    const { bytesWritten } = await handle.write(buffer, offset, buffer.length - offset);
+    if (bytesWritten <= 0) throw new Error("short write");
+    offset += bytesWritten;
   }
 }

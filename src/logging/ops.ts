@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Level, type Logger } from "pino";
+import { redact } from "./redact.js";
 import { currentTraceFields } from "./trace-context.js";
 
 export type OpsFormat = "plain" | "cloud";
@@ -22,6 +23,18 @@ const SEVERITY: Record<string, string> = {
 };
 
 /**
+ * An unexpected error is logged with its cause, and a cause's message or stack can quote what it
+ * was handling: a key in a header, a URL, a library's error text. Same redaction as the trace log.
+ */
+const serializers = {
+  err: (error: unknown) =>
+    redact(error instanceof Error ? pino.stdSerializers.err(error) : error) as Record<
+      string,
+      unknown
+    >,
+};
+
+/**
  * Operational log: startup, configuration summary, errors, HTTP access (debug). Always on
  * stderr: in stdio mode stdout belongs to the JSON-RPC transport. In HTTP mode the lines carry
  * Cloud Logging's fields (`severity`, `message`, `logging.googleapis.com/trace` of the request).
@@ -29,11 +42,15 @@ const SEVERITY: Record<string, string> = {
 export function createOpsLogger(options: OpsLogOptions): Logger {
   const destination = options.destination ?? pino.destination({ dest: 2, sync: false });
   if (options.format === "plain") {
-    return pino({ name: "korral-storelink", level: options.level, base: undefined }, destination);
+    return pino(
+      { name: "korral-storelink", level: options.level, base: undefined, serializers },
+      destination,
+    );
   }
   return pino(
     {
       level: options.level,
+      serializers,
       base: undefined,
       messageKey: "message",
       timestamp: pino.stdTimeFunctions.isoTime,

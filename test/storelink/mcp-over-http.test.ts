@@ -78,6 +78,8 @@ describe("MCP server over HttpStoreLinkClient", () => {
     expect(created.isError).toBeFalsy();
     expect(created.structuredContent).toMatchObject({ order_id: "RPL-47-001" });
     expect(keys.lookups).toEqual([false, true]);
+    // One attempt, one audit line: the 401 itself is not an outcome.
+    expect(h.recorder.audits).toMatchObject([{ outcome: "CREATED", order_id: "RPL-47-001" }]);
   });
 
   it("a key that stays wrong: the per-store auth_failed message after exactly one reload", async () => {

@@ -1,0 +1,123 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
+import { validOrder } from "../helpers/arbitraries.js";
+import { connect, type Harness } from "../helpers/harness.js";
+
+/**
+ * The log directory vanishing mid-run (`rm -rf` between calls), through the protocol with the
+ * real file recorder. Logging must never fail an order: the next calls succeed and create their
+ * orders; the operator is warned once per file; and the logs carry on in a recreated directory,
+ * or, if the directory cannot be recreated, resume once it comes back.
+ */
+
+let base: string;
+let logDir: string;
+let warnings: { message: string; fields: Record<string, unknown> }[];
+let recorder: Recorder;
+let h: Harness;
+
+beforeEach(async () => {
+  base = await mkdtemp(join(tmpdir(), "korral-logdir-"));
+  logDir = join(base, "log");
+  warnings = [];
+  recorder = createRecorder({
+    dir: logDir,
+    warn: (message, fields) => warnings.push({ message, fields }),
+  });
+  h = await connect({ recorder });
+});
+afterEach(async () => {
+  vi.useRealTimers();
+  await h.close();
+  await recorder.close();
+  await rm(base, { recursive: true, force: true });
+});
+
+const order = async (quantity: number): Promise<string> => {
+  const result = await h.call("create_replenishment_order", { ...validOrder("47"), quantity });
+  expect(result.isError, JSON.stringify(result)).toBeFalsy();
+  return (result.structuredContent as { order_id: string }).order_id;
+};
+
+async function auditLines(): Promise<string[]> {
+  const text = await readFile(join(logDir, "audit.log"), "utf8").catch(() => "");
+  return text === "" ? [] : text.trimEnd().split("\n");
+}
+
+async function traceTools(): Promise<string[]> {
+  // Trace lines are not awaited by the call: close() drains them.
+  const text = await readFile(join(logDir, "trace.jsonl"), "utf8").catch(() => "");
+  return text === ""
+    ? []
+    : text
+        .trimEnd()
+        .split("\n")
+        .map((l) => (JSON.parse(l) as { tool: string }).tool);
+}
+
+const createdIn = (lines: string[]) =>
+  lines.filter((l) => l.split(" ")[1] === "CREATED").map((l) => l.split(" ")[2]);
+
+describe("the log directory vanishing mid-run", () => {
+  it("rm -rf between calls: orders still created, one warning per file, logs carry on", async () => {
+    expect(await order(24)).toBe("RPL-47-001");
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-001"]);
+
+    await rm(logDir, { recursive: true, force: true });
+
+    expect(await order(6)).toBe("RPL-47-002");
+    const read = await h.call("lookup_sku", { query: "butter" });
+    expect(read.isError).toBeFalsy();
+    expect(await order(7)).toBe("RPL-47-003");
+
+    // The audit lines written after the deletion are in a file someone can read, not lost in the
+    // unlinked one: the directory was recreated and the lines went there.
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-002", "RPL-47-003"]);
+    await recorder.close();
+    expect(await traceTools()).toEqual([
+      "create_replenishment_order",
+      "lookup_sku",
+      "create_replenishment_order",
+    ]);
+    expect(warnings.map((w) => w.fields.file).sort()).toEqual([
+      join(logDir, "audit.log"),
+      join(logDir, "trace.jsonl"),
+    ]);
+    expect(warnings[0]?.message).toMatch(/deleted|removed/);
+  });
+
+  it("deleted again later: warned again (a new incident), and still nothing lost", async () => {
+    await order(1);
+    for (const [quantity, expected] of [
+      [2, "RPL-47-002"],
+      [3, "RPL-47-003"],
+    ] as const) {
+      await rm(logDir, { recursive: true, force: true });
+      expect(await order(quantity)).toBe(expected);
+      expect(createdIn(await auditLines())).toEqual([expected]);
+    }
+    expect(warnings.filter((w) => w.fields.file === join(logDir, "audit.log"))).toHaveLength(2);
+  });
+
+  it("cannot be recreated (a file in its place): calls succeed, one warning, logs resume when it comes back", async () => {
+    await order(1);
+    await rm(logDir, { recursive: true, force: true });
+    await writeFile(logDir, "not a directory");
+
+    expect(await order(2)).toBe("RPL-47-002");
+    expect(await order(3)).toBe("RPL-47-003");
+    expect(warnings.filter((w) => w.fields.file === join(logDir, "audit.log"))).toHaveLength(1);
+
+    // The directory comes back; the file retries opening after a back-off (moved past with a
+    // fake clock, so nothing here waits on real time).
+    await rm(logDir);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 60_000);
+    expect(await order(4)).toBe("RPL-47-004");
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-004"]);
+    expect(warnings.filter((w) => w.fields.file === join(logDir, "audit.log"))).toHaveLength(1);
+  });
+});
