@@ -78,7 +78,7 @@ function start(args: string[], env: Record<string, string> = {}): Promise<Runnin
     child.stderr?.setEncoding("utf8");
     child.stderr?.on("data", (chunk: string) => {
       err += chunk;
-      const match = /"port":(\d+)/.exec(err);
+      const match = /"port":([1-9]\d*)/.exec(err);
       if (match) resolve({ child, port: Number(match[1]), stderr: () => err });
     });
     child.once("exit", (code) => reject(new Error(`server exited ${code}: ${err}`)));
@@ -146,7 +146,7 @@ async function coldStart(args: string[]): Promise<number> {
   });
   try {
     for (;;) {
-      const port = /"port":(\d+)/.exec(err)?.[1];
+      const port = /"port":([1-9]\d*)/.exec(err)?.[1];
       if (port) {
         const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
           (r) => r.status === 200,
@@ -185,7 +185,7 @@ async function heapGrowth(): Promise<{ beforeMb: number; afterMb: number }> {
       connections: 10,
       amount,
     });
-  await calls(2_000); // warm-up: JIT, pools and caches reach their steady size
+  await calls(quick ? 500 : 2_000); // warm-up: JIT, pools and caches reach their steady size
   const beforeMb = await heap();
   const result = await calls(HEAP_CALLS);
   if (result.non2xx || result.errors) throw new Error("heap run had failures");

@@ -45,7 +45,7 @@ async function spawnSlowServer(slowMs: number) {
     stderr += chunk;
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  const port = Number((await waitFor(/"port":(\d+)/))[1]);
+  const port = Number((await waitFor(/"port":([1-9]\d*)/))[1]);
   return { child, port, logDir, waitFor, exited, stderr: () => stderr };
 }
 
