@@ -43,7 +43,7 @@ await build({
 
 // An executable entry imported by another module would have its code moved into a shared chunk,
 // where its `import.meta.url === argv[1]` start-up guard never matches: fail the build instead.
-for (const entry of ["http.js"]) {
+for (const entry of ["http.js", "storelink-emulator.js"]) {
   if (!readFileSync(`${dist}/${entry}`, "utf8").includes("process.argv")) {
     throw new Error(
       `dist/${entry} lost its start-up code: is src/${entry.replace(".js", ".ts")} imported by another src module?`,
