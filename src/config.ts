@@ -8,6 +8,16 @@ export const DEFAULT_SECRET_NAME_PATTERN =
  * All configuration, read once from the environment and validated. A bad value stops startup
  * with a message naming the variable. Every variable is documented in README and DEPLOYMENT.md.
  */
+const commaList = z
+  .string()
+  .default("")
+  .transform((value) =>
+    value
+      .split(",")
+      .map((item) => item.trim())
+      .filter((item) => item !== ""),
+  );
+
 const schema = z.object({
   // 0 asks the OS for a free port (tests); the listening line reports the real one.
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -46,6 +56,12 @@ const schema = z.object({
   KORRAL_ELICIT_CONFIRMATION: z
     .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
     .default("on"),
+  /** Extra Host names accepted on HTTP (e.g. the Cloud Run URL's host); see README. */
+  KORRAL_ALLOWED_HOSTS: commaList,
+  /** Browser origins accepted on HTTP; requests without an Origin header are always accepted. */
+  KORRAL_ALLOWED_ORIGINS: commaList,
+  /** Tool calls per minute per caller, per instance; 0 turns the backstop off. */
+  KORRAL_RATE_LIMIT_PER_MIN: z.coerce.number().int().min(0).max(1_000_000).default(600),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** trace.jsonl and audit.log on disk; "off" where the disk is not kept (Cloud Run). */
   KORRAL_LOG_FILES: z
@@ -77,6 +93,9 @@ export type Config = Readonly<{
   elicitConfirmation: boolean;
   storelinkUrl: string | undefined;
   storelinkTimeoutMs: number;
+  allowedHosts: readonly string[];
+  allowedOrigins: readonly string[];
+  rateLimitPerMin: number;
 }>;
 
 export class ConfigError extends Error {
@@ -125,5 +144,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
     storelinkUrl: c.STORELINK_URL,
     storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
+    allowedHosts: c.KORRAL_ALLOWED_HOSTS,
+    allowedOrigins: c.KORRAL_ALLOWED_ORIGINS,
+    rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,
   };
 }

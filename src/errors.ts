@@ -19,6 +19,7 @@ export const ERROR_TYPES = [
   "order_cap_reached",
   "storelink_unavailable",
   "outcome_unknown",
+  "rate_limited",
   "internal",
 ] as const;
 export type ErrorType = (typeof ERROR_TYPES)[number];
@@ -82,6 +83,16 @@ export const authFailed = (storeId: string): ToolError =>
     `Authentication failed for store ${storeId} after key reload. If it still fails, retry shortly; if it keeps failing, contact Korral IT.`,
     "Retry once in a minute; if it fails again, tell the buyer to contact Korral IT.",
     true,
+  );
+
+/** Over the per-caller backstop: nothing was done; `retry_after_seconds` says when to retry. */
+export const rateLimited = (retryAfterSeconds: number): ToolError =>
+  new ToolError(
+    "rate_limited",
+    `Too many tool calls from this client; nothing was done. Retry in ${retryAfterSeconds} s.`,
+    `Wait ${retryAfterSeconds} seconds, then retry the same call. If this keeps happening, the agent is calling tools in a loop: stop and tell the buyer.`,
+    true,
+    { retry_after_seconds: retryAfterSeconds },
   );
 
 /**

@@ -1,22 +1,25 @@
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
-import { hostHeaderValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
-import { ConfigError, loadConfig } from "./config.js";
+import { callerOf } from "./caller.js";
+import { type Config, ConfigError, loadConfig } from "./config.js";
+import { hostGuard, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
+import { NodeJsonTransport } from "./json-transport.js";
 import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
+import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
+import { ServerPool } from "./server-pool.js";
+import { drainAndExit } from "./shutdown.js";
 import { createStoreLink } from "./storelink/index.js";
 import type { ServerDeps } from "./tools/define.js";
 
-const JSON_BODY_LIMIT = "256kb";
-
-const rpcError = (res: Response, status: number, code: number, message: string): void => {
-  if (res.headersSent) return;
-  res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
-};
+export { LOOPBACK_HOSTS };
+export const JSON_BODY_LIMIT = "256kb";
 
 const isClientError = (error: unknown): error is { status: number } => {
   const status = (error as { status?: unknown } | null)?.status;
@@ -26,27 +29,42 @@ const isClientError = (error: unknown): error is { status: number } => {
 export interface AppOptions {
   /**
    * Host names /mcp answers to (DNS-rebinding protection: a web page in the buyer's browser
-   * must not reach a server on their loopback). Unset accepts any Host, for Cloud Run, where
-   * Google's front end routes by host and IAM guards the service.
+   * must not reach a server on their loopback). Unset accepts any Host; see `allowedHostsFor`.
    */
-  allowedHosts?: string[];
+  allowedHosts?: readonly string[];
+  /** Browser origins accepted besides localhost pages; no Origin header is always accepted. */
+  allowedOrigins?: readonly string[];
 }
 
-/** Loopback host names, enforced whenever the server itself listens on loopback. */
-export const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
 const isLoopback = (host: string): boolean =>
   ["localhost", "127.0.0.1", "::1", "[::1]"].includes(host);
 
 /**
- * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder) are
- * shared by every request of the process; each request gets its own MCP server and transport so
+ * The Host names to enforce: the loopback names plus `KORRAL_ALLOWED_HOSTS` when that is set (on
+ * Cloud Run: the service's own host); the loopback names alone when listening on loopback; else
+ * none (any Host), as before that variable existed: Google's front end routes by host and IAM
+ * guards the service.
+ */
+export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
+  if (config.allowedHosts.length > 0) return [...LOOPBACK_HOSTS, ...config.allowedHosts];
+  return isLoopback(config.host) ? LOOPBACK_HOSTS : undefined;
+}
+
+/**
+ * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder, one
+ * limiter) are shared by every request of the process; each request gets its own transport and
+ * borrows a prebuilt MCP server used by no other request until that transport is closed, so
  * concurrent requests never share protocol state.
  */
 export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   const app = express();
   app.disable("x-powered-by");
+  app.disable("etag");
   app.use(requestLogging);
-  if (options.allowedHosts) app.use("/mcp", hostHeaderValidation(options.allowedHosts));
+  const guards = [originGuard(options.allowedOrigins ?? [])];
+  if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
+  app.use("/mcp", ...guards);
+  const servers = new ServerPool(() => createServer(deps));
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
@@ -56,18 +74,23 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
     "/mcp",
     express.json({ limit: JSON_BODY_LIMIT }),
     async (req: Request, res: Response) => {
-      const server = createServer(deps);
-      const transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: undefined,
-        enableJsonResponse: true,
-      });
+      // The caller keys the rate limit only; the raw token is deliberately not carried along.
+      const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
+      const server = servers.acquire();
+      const transport = new NodeJsonTransport(req, res, auth);
+      // An initialize request leaves that client's capabilities on the server: never reuse it.
+      const reusable = !isInitialize(req.body);
       res.on("close", () => {
-        void transport.close();
-        void server.close();
+        // Closing resets the protocol state and aborts any handler still running, so a late
+        // answer can never go out on the next request's transport.
+        void server.close().then(
+          () => reusable && servers.release(server),
+          () => {},
+        );
       });
       try {
         await server.connect(transport);
-        await transport.handleRequest(req, res, req.body);
+        transport.handle(req.body);
       } catch (error) {
         opsLog.error({ err: error }, "MCP request failed");
         rpcError(res, 500, -32603, "Internal server error");
@@ -79,8 +102,7 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
     res.setHeader("Allow", "POST");
     rpcError(res, 405, -32000, "Method not allowed: this server is stateless; use POST /mcp.");
   };
-  app.get("/mcp", methodNotAllowed);
-  app.delete("/mcp", methodNotAllowed);
+  app.all("/mcp", methodNotAllowed);
 
   app.use((_req: Request, res: Response) => {
     rpcError(res, 404, -32601, "Not found: the MCP endpoint is POST /mcp.");
@@ -105,32 +127,44 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   return app;
 }
 
+const isInitialize = (body: unknown): boolean =>
+  Array.isArray(body)
+    ? body.some(isInitialize)
+    : (body as { method?: unknown } | null)?.method === "initialize";
+
+/**
+ * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT.
+ * `afterClose` runs once in-flight requests are done (flush the logs there).
+ */
+export function serve(
+  deps: ServerDeps,
+  config: Config,
+  afterClose?: () => Promise<void>,
+): HttpServer {
+  const app = createApp(deps, {
+    allowedHosts: allowedHostsFor(config),
+    allowedOrigins: config.allowedOrigins,
+  });
+  const listener = app.listen(config.port, config.host, () => {
+    const { port } = listener.address() as AddressInfo;
+    opsLog.info({ host: config.host, port }, "korral-storelink MCP server listening on HTTP");
+  });
+  const stop = (): void => drainAndExit(listener, afterClose);
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  return listener;
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
-  const app = createApp(
-    defaultDeps({
-      keys: await createKeyProvider(config),
-      storelink: createStoreLink(config),
-      recorder,
-    }),
-    isLoopback(config.host) ? { allowedHosts: LOOPBACK_HOSTS } : {},
-  );
-  const listener = app.listen(config.port, config.host, () => {
-    const address = listener.address();
-    opsLog.info(
-      {
-        host: config.host,
-        port: typeof address === "object" && address ? address.port : config.port,
-      },
-      "korral-storelink MCP server listening on HTTP",
-    );
+  const deps = defaultDeps({
+    keys: await createKeyProvider(config),
+    storelink: createStoreLink(config),
+    recorder,
+    limiter: limiterFor(config.rateLimitPerMin),
   });
-  const stop = (): void => {
-    listener.close(() => void recorder.close().finally(() => process.exit(0)));
-  };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  serve(deps, config, () => recorder.close());
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -8,10 +8,12 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { z } from "zod";
+import { STDIO_CALLER } from "./caller.js";
 import { type Config, loadConfig } from "./config.js";
 import { elicitorFor } from "./elicit.js";
-import { toToolError } from "./errors.js";
+import { rateLimited, toToolError } from "./errors.js";
 import { FileKeyProvider } from "./keys/file.js";
 import { opsLog } from "./logging/ops.js";
 import { nullRecorder } from "./logging/records.js";
@@ -35,7 +37,15 @@ const INSTRUCTIONS =
 // Built once per process: the tool listing and the validator the SDK would otherwise build per server.
 const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
 const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
-const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
+// Only elicitation responses are checked with it (rare: a write on a client that can elicit), so
+// Ajv is built on first use rather than at startup, where it cost tens of milliseconds.
+let ajv: AjvJsonSchemaValidator | undefined;
+const SHARED_VALIDATOR: jsonSchemaValidator = {
+  getValidator(schema) {
+    ajv ??= new AjvJsonSchemaValidator();
+    return ajv.getValidator(schema);
+  },
+};
 
 /**
  * tools/call with `params` of any shape. With the SDK's own schema, malformed params (no name,
@@ -67,14 +77,18 @@ export function defaultDeps(overrides: Partial<ServerDeps> = {}): ServerDeps {
       overrides.orderCap ??
       new OrderCap({ perHour: cfg().orderCapPerHour, replayWindowMs: cfg().dedupeWindowMs }),
     confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
+    // Off unless the entry point passes one: it is per process and configured there.
+    limiter: overrides.limiter,
   };
 }
 
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 
 /**
- * Runs one tool call. This is the one place where failures become `isError` results, and where
- * every call, success or failure, is traced.
+ * Runs one tool call. This is the one place where failures become `isError` results, where every
+ * call, success or failure, is traced, and where the per-caller rate limit is applied (so both
+ * transports share it). `caller` keys that limit: the identity the HTTP app derived from the
+ * request (see caller.ts), else the one stdio client.
  */
 export async function callTool(
   deps: ServerDeps,
@@ -82,6 +96,7 @@ export async function callTool(
   args: unknown,
   signal: AbortSignal,
   elicit?: Elicit,
+  caller: string = STDIO_CALLER,
 ): Promise<CallToolResult> {
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
@@ -97,6 +112,8 @@ export async function callTool(
   let storeId: string | null;
   let error: string | null = null;
   try {
+    const limited = deps.limiter?.take(caller);
+    if (limited) throw rateLimited(limited.retryAfterSeconds);
     const outcome = await tool.call(args, { ...deps, requestId, signal, elicit });
     storeId = outcome.storeId;
     result = {
@@ -160,6 +177,7 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
       params.arguments,
       extra.signal,
       elicitorFor(server, deps.confirmWrites !== false, extra),
+      extra.authInfo?.clientId ?? STDIO_CALLER,
     );
   });
   registerPrompts(server);

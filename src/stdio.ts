@@ -2,6 +2,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { ConfigError, loadConfig } from "./config.js";
 import { createKeyProvider } from "./keys/index.js";
 import { setUpLogging } from "./logging/setup.js";
+import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
 import { createStoreLink } from "./storelink/index.js";
 
@@ -14,6 +15,7 @@ async function main(): Promise<void> {
       keys: await createKeyProvider(config),
       storelink: createStoreLink(config),
       recorder,
+      limiter: limiterFor(config.rateLimitPerMin),
     }),
   );
   await server.connect(new StdioServerTransport());

@@ -8,6 +8,7 @@ import { errorResultSchema, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
 import type { OrderCap } from "../order-cap.js";
+import type { CallLimiter } from "../rate-limit.js";
 import type { StoreLinkClient } from "../storelink/client.js";
 
 /** What every tool handler may use. Built once per process and shared by all calls. */
@@ -19,6 +20,8 @@ export interface ServerDeps {
   orderCap?: OrderCap;
   /** Ask the buyer to confirm each order when the client can elicit (default on). */
   confirmWrites?: boolean;
+  /** The per-caller tool-call backstop (callTool checks it); absent means no limit. */
+  limiter?: CallLimiter;
 }
 
 /** Asks the human through the client (form elicitation). */

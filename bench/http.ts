@@ -1,0 +1,335 @@
+/**
+ * `npm run bench [-- --quick]`: the built HTTP service (`node dist/http.js`) against a bare Express
+ * endpoint answering the same bytes. Prints throughput, p50/p99, the ratio, cold start, RSS after
+ * load and heap growth over 10,000 calls, then PASS/FAIL against the targets of issue 7.
+ * Thresholds live here, never in unit tests. Expects `npm run build` to have run.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import autocannon from "autocannon";
+import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
+
+const quick = process.argv.includes("--quick");
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const REPS = quick ? 1 : 3;
+const DURATION_S = quick ? 1 : 5;
+const CONNECTIONS = quick ? [10] : [10, 50];
+const COLD_STARTS = quick ? 1 : 7;
+const HEAP_CALLS = quick ? 1_000 : 10_000;
+
+const TARGETS = {
+  ratio: 0.6,
+  p99Factor: 2,
+  coldStartMs: 300,
+  rssMb: 130,
+  // Growth below this over the run is allocator noise, not a leak.
+  heapGrowthMb: 2,
+};
+
+const REQUEST = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "tools/call",
+  params: {
+    name: "get_stock_position",
+    arguments: { sku: "8847291", store_ids: ["47", "102", "111"] },
+  },
+});
+const HEADERS = {
+  "content-type": "application/json",
+  accept: "application/json, text/event-stream",
+  "mcp-protocol-version": "2025-06-18",
+};
+
+const tmp = mkdtempSync(join(tmpdir(), "korral-bench-"));
+const keysFile = join(tmp, "keys.json");
+writeFileSync(keysFile, JSON.stringify(SEED_ACCEPTED_KEYS));
+const children = new Set<ChildProcess>();
+
+interface Running {
+  child: ChildProcess;
+  port: number;
+  stderr: () => string;
+}
+
+/** Spawns a server and resolves once it logs the port it listens on. */
+function start(args: string[], env: Record<string, string> = {}): Promise<Running> {
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      KORRAL_KEYS_FILE: keysFile,
+      KORRAL_LOG_DIR: join(tmp, "log"),
+      KORRAL_RATE_LIMIT_PER_MIN: "0",
+      LOG_LEVEL: "info",
+      ...env,
+    },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  children.add(child);
+  child.on("exit", () => children.delete(child));
+  let err = "";
+  return new Promise((resolve, reject) => {
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", (chunk: string) => {
+      err += chunk;
+      const match = /"port":([1-9]\d*)/.exec(err);
+      if (match) resolve({ child, port: Number(match[1]), stderr: () => err });
+    });
+    child.once("exit", (code) => reject(new Error(`server exited ${code}: ${err}`)));
+  });
+}
+
+async function stop(running: Running): Promise<void> {
+  if (running.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => running.child.once("exit", resolve));
+  running.child.kill("SIGTERM");
+  await exited;
+}
+
+const MCP = ["dist/http.js"];
+const EXPRESS = ["bench/bare-express.mjs"];
+
+function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? "NaN");
+  return kb / 1024;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
+};
+
+async function load(port: number, connections: number, duration: number) {
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}/mcp`,
+    method: "POST",
+    headers: HEADERS,
+    body: REQUEST,
+    connections,
+    duration,
+  });
+  if (result.errors || result.non2xx || result.timeouts) {
+    throw new Error(
+      `load run had failures: ${result.errors} errors, ${result.non2xx} non-2xx, ${result.timeouts} timeouts`,
+    );
+  }
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+}
+
+async function coldStart(args: string[]): Promise<number> {
+  const began = performance.now();
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      KORRAL_KEYS_FILE: keysFile,
+      KORRAL_LOG_DIR: join(tmp, "log"),
+      BENCH_BODY_FILE: join(tmp, "body.json"),
+    },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  children.add(child);
+  let err = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (c: string) => {
+    err += c;
+  });
+  try {
+    for (;;) {
+      const port = /"port":([1-9]\d*)/.exec(err)?.[1];
+      if (port) {
+        const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => r.status === 200,
+          () => false,
+        );
+        if (ok) return performance.now() - began;
+      }
+      if (child.exitCode !== null) throw new Error(`exited early: ${err}`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  } finally {
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await exited;
+    children.delete(child);
+  }
+}
+
+async function heapGrowth(): Promise<{ beforeMb: number; afterMb: number }> {
+  const running = await start(["--expose-gc", "--import", "./bench/heap-probe.mjs", ...MCP]);
+  const heap = async (): Promise<number> => {
+    const seen = running.stderr().length;
+    running.child.kill("SIGUSR2");
+    for (;;) {
+      const match = /HEAP_USED (\d+)/.exec(running.stderr().slice(seen));
+      if (match) return Number(match[1]) / 1024 / 1024;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  const calls = (amount: number) =>
+    autocannon({
+      url: `http://127.0.0.1:${running.port}/mcp`,
+      method: "POST",
+      headers: HEADERS,
+      body: REQUEST,
+      connections: 10,
+      amount,
+    });
+  await calls(quick ? 500 : 2_000); // warm-up: JIT, pools and caches reach their steady size
+  const beforeMb = await heap();
+  const result = await calls(HEAP_CALLS);
+  if (result.non2xx || result.errors) throw new Error("heap run had failures");
+  const afterMb = await heap();
+  await stop(running);
+  return { beforeMb, afterMb };
+}
+
+const fmt = (n: number, digits = 0): string => n.toFixed(digits);
+
+async function main(): Promise<void> {
+  // The baseline answers exactly the bytes the service answers.
+  const probe = await start(MCP);
+  const sample = await fetch(`http://127.0.0.1:${probe.port}/mcp`, {
+    method: "POST",
+    headers: HEADERS,
+    body: REQUEST,
+  });
+  const body = await sample.text();
+  if (sample.status !== 200 || !body.includes('"on_hand"')) {
+    throw new Error(`unexpected tools/call answer ${sample.status}: ${body}`);
+  }
+  await stop(probe);
+  writeFileSync(join(tmp, "body.json"), body);
+  process.stderr.write(`tools/call answer: ${Buffer.byteLength(body)} bytes\n`);
+
+  const mcp = await start(MCP);
+  const bare = await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body.json") });
+  // Warm both up so the JIT is not measured.
+  await load(mcp.port, 10, 1);
+  await load(bare.port, 10, 1);
+
+  type Sample = Awaited<ReturnType<typeof load>>;
+  const runs = new Map<number, { mcp: Sample[]; bare: Sample[] }>();
+  for (const c of CONNECTIONS) runs.set(c, { mcp: [], bare: [] });
+  for (let rep = 0; rep < REPS; rep++) {
+    for (const c of CONNECTIONS) {
+      const slot = runs.get(c);
+      if (!slot) continue;
+      // Alternate which goes first: other work on the machine drifts over time.
+      const order = rep % 2 === 0 ? (["mcp", "bare"] as const) : (["bare", "mcp"] as const);
+      for (const which of order) {
+        const r = await load(which === "mcp" ? mcp.port : bare.port, c, DURATION_S);
+        slot[which].push(r);
+        process.stderr.write(
+          `rep ${rep + 1} c=${c} ${which}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99}\n`,
+        );
+      }
+    }
+  }
+  const rss = rssMb(mcp.child.pid ?? 0);
+  const bareRss = rssMb(bare.child.pid ?? 0);
+  await stop(mcp);
+  await stop(bare);
+
+  const colds: number[] = [];
+  const bareColds: number[] = [];
+  for (let i = 0; i < COLD_STARTS; i++) {
+    colds.push(await coldStart(MCP));
+    bareColds.push(await coldStart(EXPRESS));
+  }
+  const heap = await heapGrowth();
+
+  const lines: string[] = [];
+  const verdicts: boolean[] = [];
+  const check = (label: string, ok: boolean): string => {
+    verdicts.push(ok);
+    return `${ok ? "PASS" : "FAIL"}  ${label}`;
+  };
+  lines.push(
+    `\nKorral StoreLink MCP HTTP benchmark${quick ? " (--quick)" : ""}: medians of ${REPS} alternated run(s) of ${DURATION_S}s`,
+  );
+  lines.push(`node ${process.version}, ${(await import("node:os")).cpus().length} cpus\n`);
+  lines.push("conns | MCP req/s | Express req/s | ratio | MCP p50/p99 ms | Express p50/p99 ms");
+  for (const c of CONNECTIONS) {
+    const slot = runs.get(c);
+    if (!slot) continue;
+    const m = {
+      rps: median(slot.mcp.map((r) => r.rps)),
+      p50: median(slot.mcp.map((r) => r.p50)),
+      p99: median(slot.mcp.map((r) => r.p99)),
+    };
+    const b = {
+      rps: median(slot.bare.map((r) => r.rps)),
+      p50: median(slot.bare.map((r) => r.p50)),
+      p99: median(slot.bare.map((r) => r.p99)),
+    };
+    const ratio = m.rps / b.rps;
+    lines.push(
+      `${c} | ${fmt(m.rps)} | ${fmt(b.rps)} | ${fmt(ratio, 2)}x | ${m.p50}/${m.p99} | ${b.p50}/${b.p99}`,
+    );
+    lines.push(
+      check(
+        `throughput at ${c} connections ${fmt(ratio, 2)}x Express (target >= ${TARGETS.ratio}x, aim 0.8x)`,
+        ratio >= TARGETS.ratio,
+      ),
+    );
+    if (c === 50) {
+      lines.push(
+        check(
+          `p99 at 50 connections ${fmt(m.p99 / Math.max(b.p99, 1), 2)}x Express's (target <= ${TARGETS.p99Factor}x)`,
+          m.p99 <= TARGETS.p99Factor * Math.max(b.p99, 1),
+        ),
+      );
+    }
+  }
+  const cold = median(colds);
+  lines.push(
+    `\ncold start (spawn -> first 200 on /healthz), median of ${COLD_STARTS}: ${fmt(cold)} ms (bare Express ${fmt(median(bareColds))} ms)`,
+  );
+  lines.push(
+    check(
+      `cold start ${fmt(cold)} ms (target <= ${TARGETS.coldStartMs} ms)`,
+      cold <= TARGETS.coldStartMs,
+    ),
+  );
+  lines.push(`RSS after load: ${fmt(rss, 1)} MB (bare Express ${fmt(bareRss, 1)} MB)`);
+  lines.push(
+    check(`RSS after load ${fmt(rss, 1)} MB (target <= ${TARGETS.rssMb} MB)`, rss <= TARGETS.rssMb),
+  );
+  const growth = heap.afterMb - heap.beforeMb;
+  lines.push(
+    `heap used after GC: ${fmt(heap.beforeMb, 2)} MB before, ${fmt(heap.afterMb, 2)} MB after ${HEAP_CALLS} calls`,
+  );
+  lines.push(
+    check(
+      `heap growth ${fmt(growth, 2)} MB over ${HEAP_CALLS} calls (target < ${TARGETS.heapGrowthMb} MB)`,
+      growth < TARGETS.heapGrowthMb,
+    ),
+  );
+  lines.push(`\n${verdicts.every(Boolean) ? "ALL PASS" : "SOME TARGETS MISSED"}`);
+  process.stderr.write(`${lines.join("\n")}\n`);
+  // --quick is a smoke run on a loaded CI machine: it proves the harness works, not the targets.
+  process.exitCode = quick || verdicts.every(Boolean) ? 0 : 1;
+}
+
+main()
+  .catch((error: unknown) => {
+    process.stderr.write(
+      `benchmark failed: ${error instanceof Error ? error.stack : String(error)}\n`,
+    );
+    process.exitCode = 2;
+  })
+  .finally(() => {
+    for (const child of children) child.kill("SIGKILL");
+    rmSync(tmp, { recursive: true, force: true });
+  });

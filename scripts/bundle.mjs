@@ -1,0 +1,52 @@
+// Second build step (after tsc): rebundles every dist/**/*.js entry in place, with the runtime
+// dependencies pulled into shared chunks. Each dist file keeps its path and exports, and shared
+// code lives in one chunk, so `node dist/http.js` and anything importing dist modules see one
+// copy of each class. Why: loading hundreds of small node_modules files was about a third of
+// cold start (see BENCHMARKS.md). Kept external: packages that read files relative to their own
+// install directory at run time (gRPC protos, pino's worker transports).
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const dist = fileURLToPath(new URL("../dist", import.meta.url));
+// Chunks sit in dist/ itself, beside the files compiled from src/*.ts, so module-relative paths
+// in those files (config.ts: `new URL("../keys.json", import.meta.url)`) keep resolving to the
+// project root wherever the bundler places the code. (A src/ subdirectory module must not use
+// import.meta.url for paths; test/build.test.ts checks the one that does.)
+for (const file of readdirSync(dist)) {
+  if (file.startsWith("chunk-")) rmSync(`${dist}/${file}`);
+}
+const entryPoints = readdirSync(dist, { recursive: true })
+  .filter((file) => file.endsWith(".js") && !file.startsWith("chunk-"))
+  .map((file) => `${dist}/${file}`);
+
+await build({
+  entryPoints,
+  outdir: dist,
+  allowOverwrite: true,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  minify: true,
+  keepNames: true,
+  sourcemap: "linked",
+  chunkNames: "[name]-[hash]",
+  external: ["@google-cloud/*", "google-gax", "@grpc/*", "pino", "pino-*", "thread-stream"],
+  // Some bundled CommonJS packages call require() for Node built-ins.
+  banner: {
+    js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",
+  },
+  logLevel: "warning",
+});
+
+// An executable entry imported by another module would have its code moved into a shared chunk,
+// where its `import.meta.url === argv[1]` start-up guard never matches: fail the build instead.
+for (const entry of ["http.js", "storelink-emulator.js"]) {
+  if (!readFileSync(`${dist}/${entry}`, "utf8").includes("process.argv")) {
+    throw new Error(
+      `dist/${entry} lost its start-up code: is src/${entry.replace(".js", ".ts")} imported by another src module?`,
+    );
+  }
+}

@@ -1,0 +1,62 @@
+import type { NextFunction, Request, Response } from "express";
+
+/** Loopback host names: enforced whenever the server listens on loopback. */
+export const LOOPBACK_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
+
+/** Writes a JSON-RPC error body (the only kind of error body this service sends). */
+export function rpcError(res: Response, status: number, code: number, message: string): void {
+  if (res.headersSent) return;
+  res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
+}
+
+const hostnameOf = (hostOrOrigin: string): string | undefined => {
+  try {
+    return new URL(hostOrOrigin.includes("://") ? hostOrOrigin : `http://${hostOrOrigin}`).hostname;
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * DNS-rebinding protection: the Host header must name this service. Cloud Run reaches the
+ * container by its own host name (`*.run.app` or a custom domain), so that name is configured.
+ * Compared port-agnostically and case-insensitively.
+ */
+export function hostGuard(allowedHosts: readonly string[]) {
+  const allowed = new Set(allowedHosts.map((h) => hostnameOf(h) ?? h.toLowerCase()));
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const header = req.headers.host;
+    const hostname = header ? hostnameOf(header) : undefined;
+    if (hostname === undefined || !allowed.has(hostname)) {
+      rpcError(res, 403, -32000, "Forbidden: Host not allowed.");
+      return;
+    }
+    next();
+  };
+}
+
+/**
+ * The MCP transport spec requires validating Origin. Non-browser clients send none and are
+ * accepted; a browser page must come from a configured origin or from a localhost page.
+ */
+export function originGuard(allowedOrigins: readonly string[]) {
+  const allowed = new Set(allowedOrigins.map((o) => o.toLowerCase().replace(/\/+$/, "")));
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const origin = req.headers.origin;
+    if (origin === undefined) {
+      next();
+      return;
+    }
+    const normalised = origin.toLowerCase();
+    const hostname = hostnameOf(normalised);
+    const isHttp = normalised.startsWith("http://") || normalised.startsWith("https://");
+    if (
+      allowed.has(normalised) ||
+      (isHttp && hostname !== undefined && LOOPBACK_HOSTS.includes(hostname))
+    ) {
+      next();
+      return;
+    }
+    rpcError(res, 403, -32000, "Forbidden: Origin not allowed.");
+  };
+}

@@ -1,0 +1,127 @@
+import request from "supertest";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { ERROR_TYPES } from "../../src/errors.js";
+import { createApp } from "../../src/http.js";
+import { limiterFor, TokenBucketLimiter } from "../../src/rate-limit.js";
+import { defaultDeps } from "../../src/server.js";
+import { connect, errorOf, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+
+/** A clock the test moves by hand: no timing in unit tests. */
+const clock = (start = 1_000_000) => {
+  const c = { ms: start, now: () => c.ms };
+  return c;
+};
+
+describe("TokenBucketLimiter", () => {
+  it("allows a burst of perMinute calls, then refuses with the seconds until the next one", () => {
+    const c = clock();
+    const limiter = new TokenBucketLimiter(60, c.now);
+    for (let i = 0; i < 60; i++) expect(limiter.take("a")).toBeNull();
+    expect(limiter.take("a")).toEqual({ retryAfterSeconds: 1 });
+    c.ms += 1_000; // 60/min refills one call a second
+    expect(limiter.take("a")).toBeNull();
+    expect(limiter.take("a")).not.toBeNull();
+  });
+
+  it("keeps callers apart", () => {
+    const limiter = new TokenBucketLimiter(2, clock().now);
+    expect(limiter.take("a")).toBeNull();
+    expect(limiter.take("a")).toBeNull();
+    expect(limiter.take("a")).toEqual({ retryAfterSeconds: 30 });
+    expect(limiter.take("b")).toBeNull();
+  });
+
+  it("forgets callers idle for a minute, so memory stays bounded", () => {
+    const c = clock();
+    const limiter = new TokenBucketLimiter(600, c.now);
+    for (let i = 0; i < 1_000; i++) limiter.take(`caller-${i}`);
+    expect(limiter.size).toBe(1_000);
+    c.ms += 61_000;
+    limiter.take("fresh");
+    expect(limiter.size).toBe(1);
+  });
+
+  it("never remembers more than maxCallers", () => {
+    const limiter = new TokenBucketLimiter(600, clock().now, 100);
+    for (let i = 0; i < 1_000; i++) limiter.take(`caller-${i}`);
+    expect(limiter.size).toBe(100);
+  });
+
+  it("is off at 0 and configured from KORRAL_RATE_LIMIT_PER_MIN", () => {
+    expect(limiterFor(0)).toBeUndefined();
+    expect(limiterFor(600)).toBeInstanceOf(TokenBucketLimiter);
+    expect(loadConfig({}).rateLimitPerMin).toBe(600);
+    expect(loadConfig({ KORRAL_RATE_LIMIT_PER_MIN: "0" }).rateLimitPerMin).toBe(0);
+    expect(() => loadConfig({ KORRAL_RATE_LIMIT_PER_MIN: "lots" })).toThrow(ConfigError);
+    expect(() => loadConfig({ KORRAL_RATE_LIMIT_PER_MIN: "-1" })).toThrow(
+      /KORRAL_RATE_LIMIT_PER_MIN/,
+    );
+  });
+});
+
+describe("rate limit through the protocol", () => {
+  it("answers a call over the limit with a retryable rate_limited result, and traces it", async () => {
+    expect(ERROR_TYPES).toContain("rate_limited");
+    const h = await connect({ limiter: new TokenBucketLimiter(2) });
+    try {
+      expect((await h.call("lookup_sku", { query: "butter" })).isError).toBeFalsy();
+      expect((await h.call("lookup_sku", { query: "milk" })).isError).toBeFalsy();
+      const limited = await h.call("lookup_sku", { query: "eggs" });
+      const error = errorOf(limited);
+      expect(error.type).toBe("rate_limited");
+      expect(error.retryable).toBe(true);
+      expect(limited.structuredContent).toMatchObject({ retry_after_seconds: 30 });
+      expect(error.message).toMatch(/Retry in 30 s/);
+      expect(h.recorder.traces.at(-1)).toMatchObject({
+        tool: "lookup_sku",
+        status: "error",
+        error: expect.stringMatching(/^rate_limited:/),
+      });
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe("rate limit over HTTP", () => {
+  const app = createApp(
+    defaultDeps({
+      keys: new MapKeyProvider(),
+      recorder: new MemoryRecorder(),
+      limiter: new TokenBucketLimiter(1),
+    }),
+  );
+  const jwt = (claims: object) =>
+    `Bearer e30.${Buffer.from(JSON.stringify(claims)).toString("base64url")}.c2ln`;
+  const call = (authorization?: string) => {
+    const req = request(app)
+      .post("/mcp")
+      .set("accept", "application/json, text/event-stream")
+      .set("content-type", "application/json");
+    if (authorization) req.set("authorization", authorization);
+    return req.send({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: { name: "lookup_sku", arguments: { query: "butter" } },
+    });
+  };
+  const limited = (res: request.Response): boolean =>
+    res.status === 200 && res.body.result?.structuredContent?.error?.type === "rate_limited";
+
+  it("limits per verified caller identity, never with a 5xx", async () => {
+    const alice = jwt({ email: "agent-a@korral.iam.gserviceaccount.com", sub: "1" });
+    const bob = jwt({ sub: "2" });
+    expect(limited(await call(alice))).toBe(false);
+    expect(limited(await call(alice))).toBe(true);
+    expect(limited(await call(bob))).toBe(false);
+    expect(limited(await call(bob))).toBe(true);
+  });
+
+  it("falls back to the client address without a readable token", async () => {
+    expect(limited(await call("Bearer not-a-jwt"))).toBe(false);
+    // Same address, no token: the same caller.
+    expect(limited(await call())).toBe(true);
+  });
+});
