@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { ApiKey } from "./api-key.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 
@@ -12,9 +12,9 @@ export class FileKeyProvider implements StoreKeyProvider {
   async getKey(storeId: string): Promise<ApiKey | undefined> {
     let text: string;
     try {
-      // One synchronous read of a small local file costs microseconds; the async version's four
-      // thread-pool round trips (open, stat, read, close) cost more CPU than the whole tool call.
-      text = readFileSync(this.path, "utf8");
+      // Asynchronous on purpose: a slow or network-mounted disk must not stall every other
+      // request of the process. (Measured: the synchronous read bought nothing outside noise.)
+      text = await readFile(this.path, "utf8");
     } catch (error) {
       // No file means no keys at all: every store reports "No credentials", nothing crashes.
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
