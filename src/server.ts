@@ -13,7 +13,7 @@ import { z } from "zod";
 import { STDIO_CALLER } from "./caller.js";
 import { type Config, loadConfig } from "./config.js";
 import { elicitorFor } from "./elicit.js";
-import { rateLimited, toToolError } from "./errors.js";
+import { toToolError } from "./errors.js";
 import { FileKeyProvider } from "./keys/file.js";
 import { opsLog } from "./logging/ops.js";
 import { nullRecorder } from "./logging/records.js";
@@ -85,9 +85,9 @@ export function defaultDeps(overrides: Partial<ServerDeps> = {}): ServerDeps {
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 
 /**
- * Runs one tool call. This is the one place where failures become `isError` results, where every
- * call, success or failure, is traced, and where the per-caller rate limit is applied (so both
- * transports share it). `caller` keys that limit: the identity the HTTP app derived from the
+ * Runs one tool call. This is the one place where failures become `isError` results and where
+ * every call, success or failure, is traced. `caller` keys the per-caller rate limit, which each
+ * tool applies before anything else (tools/define.ts): the identity the HTTP app derived from the
  * request (see caller.ts), else the one stdio client.
  */
 export async function callTool(
@@ -112,9 +112,7 @@ export async function callTool(
   let storeId: string | null;
   let error: string | null = null;
   try {
-    const limited = deps.limiter?.take(caller);
-    if (limited) throw rateLimited(limited.retryAfterSeconds);
-    const outcome = await tool.call(args, { ...deps, requestId, signal, elicit });
+    const outcome = await tool.call(args, { ...deps, requestId, signal, elicit, caller });
     storeId = outcome.storeId;
     result = {
       content: [{ type: "text", text: JSON.stringify(outcome.structured) }],

@@ -283,7 +283,7 @@ export const createReplenishmentOrder = defineTool({
     openWorldHint: false,
   },
   storeIdOf: ({ store_id }) => store_id,
-  async onInvalidArguments(raw, error, ctx) {
+  async onRefused(raw, error, ctx) {
     const quantity = field(raw, "quantity");
     await audit(
       ctx,

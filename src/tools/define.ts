@@ -4,7 +4,7 @@ import type {
   ToolAnnotations,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { errorResultSchema, ToolError } from "../errors.js";
+import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
 import type { OrderCap } from "../order-cap.js";
@@ -33,6 +33,8 @@ export interface ToolContext extends ServerDeps {
   signal: AbortSignal;
   /** Present only when this session's client declared form elicitation and confirmation is on. */
   elicit?: Elicit;
+  /** Who is calling, for the per-caller rate limit (see caller.ts). */
+  caller: string;
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
@@ -48,7 +50,7 @@ export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
   storeIdOf(args: z.infer<I>): string | null;
   handler(args: z.infer<I>, ctx: ToolContext): Promise<z.infer<O>>;
   /** Called when arguments fail validation, before the error is returned (the write audits it). */
-  onInvalidArguments?(raw: unknown, error: ToolError, ctx: ToolContext): Promise<void>;
+  onRefused?(raw: unknown, error: ToolError, ctx: ToolContext): Promise<void>;
 }
 
 /** The JSON a client sees in tools/list. */
@@ -122,11 +124,16 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
       return typeof value === "string" ? value : null;
     },
     async call(raw, ctx) {
+      // Refusals before the handler runs go through one hook, so the write audits each of them.
+      const refuse = async (error: ToolError): Promise<ToolError> => {
+        await spec.onRefused?.(raw, error, ctx);
+        return error;
+      };
+      const limited = ctx.limiter?.take(ctx.caller);
+      if (limited) throw await refuse(rateLimited(limited.retryAfterSeconds));
       const parsed = spec.input.safeParse(raw ?? {});
       if (!parsed.success) {
-        const error = invalidArguments(spec.name, describeIssues(parsed.error));
-        await spec.onInvalidArguments?.(raw, error, ctx);
-        throw error;
+        throw await refuse(invalidArguments(spec.name, describeIssues(parsed.error)));
       }
       const result = await spec.handler(parsed.data, ctx);
       // A result that breaks its own schema is a bug here, not something to hand the model.

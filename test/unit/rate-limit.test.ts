@@ -5,7 +5,14 @@ import { ERROR_TYPES } from "../../src/errors.js";
 import { createApp } from "../../src/http.js";
 import { limiterFor, TokenBucketLimiter } from "../../src/rate-limit.js";
 import { defaultDeps } from "../../src/server.js";
-import { connect, errorOf, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import {
+  connect,
+  errorOf,
+  HERO_REASON,
+  MapKeyProvider,
+  MemoryRecorder,
+} from "../helpers/harness.js";
+import { RecordingStoreLink } from "../helpers/recording-storelink.js";
 
 /** A clock the test moves by hand: no timing in unit tests. */
 const clock = (start = 1_000_000) => {
@@ -78,6 +85,23 @@ describe("rate limit through the protocol", () => {
         status: "error",
         error: expect.stringMatching(/^rate_limited:/),
       });
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("audits a rate-limited order as REJECTED, submitting nothing", async () => {
+    const storelink = new RecordingStoreLink();
+    const h = await connect({ storelink, limiter: new TokenBucketLimiter(1) });
+    try {
+      await h.call("lookup_sku", { query: "butter" });
+      const order = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
+      expect(errorOf(await h.call("create_replenishment_order", order)).type).toBe("rate_limited");
+      expect(storelink.calls("createOrder")).toHaveLength(0);
+      expect(h.recorder.audits).toMatchObject([
+        { outcome: "REJECTED", order_id: null, store_id: "47", quantity: 24, reason: HERO_REASON },
+      ]);
+      expect(h.recorder.audits[0]?.request_id).toBe(h.recorder.traces.at(-1)?.request_id);
     } finally {
       await h.close();
     }
