@@ -2,41 +2,64 @@ import { readFile } from "node:fs/promises";
 import { ApiKey } from "./api-key.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 
+/** One read of the file: its keys (null when there is no file), or why it could not be used. */
+type Snapshot = { keys: object | null } | { failure: string };
+
 /**
- * Keys from a JSON file mapping store id to key, re-read on every lookup: no cache, so a key an
+ * Keys from a JSON file mapping store id to key, re-read for every lookup: no cache, so a key an
  * operator rotates in the file is used by the very next call, with no restart.
+ *
+ * Lookups that arrive while a read is already in flight share it (a get_stock_position across
+ * five stores reads the file once, not five times); nothing outlives the read. A lookup that
+ * must see the file as it is now (`fresh`: the reload after a 401) always starts its own read.
  */
 export class FileKeyProvider implements StoreKeyProvider {
+  #inFlight: Promise<Snapshot> | undefined;
+
   constructor(readonly path: string) {}
 
-  async getKey(storeId: string): Promise<ApiKey | undefined> {
+  async getKey(storeId: string, options?: { fresh?: boolean }): Promise<ApiKey | undefined> {
+    const snapshot = await (options?.fresh === true ? this.#read() : this.#shared());
+    if ("failure" in snapshot) throw new KeySourceError(storeId, snapshot.failure);
+    // No file means no keys at all: every store reports "No credentials", nothing crashes.
+    if (snapshot.keys === null || !Object.hasOwn(snapshot.keys, storeId)) return undefined;
+    const value = (snapshot.keys as Record<string, unknown>)[storeId];
+    if (typeof value !== "string" || value.trim() === "") {
+      throw new KeySourceError(storeId, "key file entry is not a non-empty string");
+    }
+    return new ApiKey(value.trim());
+  }
+
+  #shared(): Promise<Snapshot> {
+    if (!this.#inFlight) {
+      this.#inFlight = this.#read().finally(() => {
+        this.#inFlight = undefined;
+      });
+    }
+    return this.#inFlight;
+  }
+
+  /** One read and parse of the file. Never rejects: failures are returned as a reason. */
+  async #read(): Promise<Snapshot> {
     let text: string;
     try {
       // Asynchronous on purpose: a slow or network-mounted disk must not stall every other
-      // request of the process. (Measured: the synchronous read bought nothing outside noise.)
+      // request of the process.
       text = await readFile(this.path, "utf8");
     } catch (error) {
-      // No file means no keys at all: every store reports "No credentials", nothing crashes.
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw new KeySourceError(storeId, "key file could not be read");
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { keys: null };
+      return { failure: "key file could not be read" };
     }
-
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
     } catch {
       // The parser's message is discarded on purpose: it can quote the file, which is credentials.
-      throw new KeySourceError(storeId, "key file is not valid JSON");
+      return { failure: "key file is not valid JSON" };
     }
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-      throw new KeySourceError(storeId, "key file is not a JSON object of store id to key");
+      return { failure: "key file is not a JSON object of store id to key" };
     }
-
-    if (!Object.hasOwn(parsed, storeId)) return undefined;
-    const value = (parsed as Record<string, unknown>)[storeId];
-    if (typeof value !== "string" || value.trim() === "") {
-      throw new KeySourceError(storeId, "key file entry is not a non-empty string");
-    }
-    return new ApiKey(value.trim());
+    return { keys: parsed };
   }
 }

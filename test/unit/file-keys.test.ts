@@ -1,3 +1,5 @@
+import { execFileSync } from "node:child_process";
+import { closeSync, constants, openSync, writeFileSync, writeSync } from "node:fs";
 import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,6 +71,50 @@ describe("FileKeyProvider", () => {
     await writeFile(path, "{}");
     expect(await new FileKeyProvider(path).getKey("constructor")).toBeUndefined();
     expect(await new FileKeyProvider(path).getKey("__proto__")).toBeUndefined();
+  });
+});
+
+describe("FileKeyProvider under concurrency", () => {
+  // A FIFO as the key file makes every read visible: each open blocks until one write feeds it.
+  const fifo = () => {
+    const path = join(dir, "keys.fifo");
+    execFileSync("mkfifo", [path]);
+    return path;
+  };
+  // Synchronous: an asynchronous write would wait for a thread-pool slot the readers may hold.
+  const feed = (path: string, keys: Record<string, string>) =>
+    writeFileSync(path, JSON.stringify(keys));
+  // Feeds any reader still blocked on the FIFO, so a failing test cannot hang the worker.
+  const unblockReaders = (path: string) => {
+    for (let i = 0; i < 10; i++) {
+      let fd: number;
+      try {
+        fd = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK);
+      } catch {
+        return; // ENXIO: nobody is reading
+      }
+      writeSync(fd, "{}");
+      closeSync(fd);
+    }
+  };
+
+  it("lets lookups that arrive during a read share it: five stores, one read", async () => {
+    const path = fifo();
+    const keys = new FileKeyProvider(path);
+    const lookups = Promise.all(["47", "63", "102", "111", "128"].map((id) => keys.getKey(id)));
+    try {
+      feed(path, { "47": "a", "63": "b", "102": "c", "111": "d" });
+      // A second read would block on the FIFO; one feed must answer all five.
+      const found = await Promise.race([
+        lookups,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error("a lookup started a read of its own")), 2000),
+        ),
+      ]);
+      expect(found.map((k) => k?.reveal())).toEqual(["a", "b", "c", "d", undefined]);
+    } finally {
+      unblockReaders(path);
+    }
   });
 });
 
