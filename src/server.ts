@@ -17,6 +17,7 @@ import { toToolError } from "./errors.js";
 import { FileKeyProvider } from "./keys/file.js";
 import { opsLog } from "./logging/ops.js";
 import { nullRecorder } from "./logging/records.js";
+import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
 import { OrderCap } from "./order-cap.js";
 import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
@@ -86,17 +87,23 @@ export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", ""
 
 /**
  * Runs one tool call. This is the one place where failures become `isError` results and where
- * every call, success or failure, is traced. `caller` keys the per-caller rate limit, which each
- * tool applies before anything else (tools/define.ts): the identity the HTTP app derived from the
- * request (see caller.ts), else the one stdio client.
+ * every call, success or failure, is traced. The per-caller rate limit is applied by each tool
+ * before anything else (tools/define.ts).
  */
+export interface CallOptions {
+  signal: AbortSignal;
+  elicit?: Elicit;
+  /** Keys the rate limit: the identity the HTTP app derived (caller.ts), else the stdio client. */
+  caller?: string;
+  /** The HTTP request's Cloud Trace fields, carried onto its log lines. */
+  traceFields?: TraceFields;
+}
+
 export async function callTool(
   deps: ServerDeps,
   name: string,
   args: unknown,
-  signal: AbortSignal,
-  elicit?: Elicit,
-  caller: string = STDIO_CALLER,
+  { signal, elicit, caller = STDIO_CALLER, traceFields = {} }: CallOptions,
 ): Promise<CallToolResult> {
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
@@ -112,7 +119,14 @@ export async function callTool(
   let storeId: string | null;
   let error: string | null = null;
   try {
-    const outcome = await tool.call(args, { ...deps, requestId, signal, elicit, caller });
+    const outcome = await tool.call(args, {
+      ...deps,
+      requestId,
+      signal,
+      elicit,
+      caller,
+      traceFields,
+    });
     storeId = outcome.storeId;
     result = {
       content: [{ type: "text", text: JSON.stringify(outcome.structured) }],
@@ -123,7 +137,7 @@ export async function callTool(
     if (toolError.type === "internal") {
       opsLog.error(
         // The cause survives a tool's own conversion (the write converts to audit it).
-        { err: toolError.cause ?? thrown, request_id: requestId, tool: name },
+        { err: toolError.cause ?? thrown, request_id: requestId, tool: name, ...traceFields },
         "tool call failed unexpectedly",
       );
     }
@@ -135,16 +149,19 @@ export async function callTool(
       isError: true,
     };
   }
-  deps.recorder.trace({
-    ts,
-    request_id: requestId,
-    tool: name,
-    store_id: storeId,
-    status: error === null ? "ok" : "error",
-    error,
-    duration_ms: Math.round((performance.now() - started) * 100) / 100,
-    args: args ?? {},
-  });
+  deps.recorder.trace(
+    {
+      ts,
+      request_id: requestId,
+      tool: name,
+      store_id: storeId,
+      status: error === null ? "ok" : "error",
+      error,
+      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      args: args ?? {},
+    },
+    traceFields,
+  );
   return result;
 }
 
@@ -169,14 +186,13 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
   server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler(CallToolAnyParamsSchema, (request, extra) => {
     const params = request.params as CallToolRequest["params"];
-    return callTool(
-      deps,
-      params.name,
-      params.arguments,
-      extra.signal,
-      elicitorFor(server, deps.confirmWrites !== false, extra),
-      extra.authInfo?.clientId ?? STDIO_CALLER,
-    );
+    return callTool(deps, params.name, params.arguments, {
+      signal: extra.signal,
+      elicit: elicitorFor(server, deps.confirmWrites !== false, extra),
+      caller: extra.authInfo?.clientId ?? STDIO_CALLER,
+      // Only the HTTP transport passes request headers; stdio has no trace context.
+      traceFields: extra.requestInfo ? traceFieldsOf(extra.requestInfo.headers) : {},
+    });
   });
   registerPrompts(server);
   registerResources(server, deps);

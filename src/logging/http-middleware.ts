@@ -1,27 +1,18 @@
 import type { NextFunction, Request, Response } from "express";
 import { opsLog } from "./ops.js";
-import { runWithTraceFields, traceFieldsFromHeaders } from "./trace-context.js";
-
-let traceProject: string | undefined;
-
-/** Sets the project id trace fields are built with (from GOOGLE_CLOUD_PROJECT). */
-export function setTraceProject(projectId: string | undefined): void {
-  traceProject = projectId;
-}
+import { traceFieldsOf } from "./trace-context.js";
 
 /**
- * Express middleware, mounted first: runs the request inside its Cloud Trace context (so ops,
- * trace and audit lines of this request carry `logging.googleapis.com/trace`) and writes one
- * access line at debug level when the response is done.
+ * Express middleware, mounted first: one access line at debug level, with the request's Cloud
+ * Trace fields, when the response is done. (Tool calls carry their own trace fields: server.ts.)
  */
 export function requestLogging(req: Request, res: Response, next: NextFunction): void {
-  const fields = traceFieldsFromHeaders(req.headers, traceProject);
   const started = performance.now();
   res.once("finish", () => {
     if (!opsLog.isLevelEnabled("debug")) return;
     opsLog.debug(
       {
-        ...fields,
+        ...traceFieldsOf(req.headers),
         httpRequest: {
           requestMethod: req.method,
           requestUrl: req.originalUrl,
@@ -35,5 +26,5 @@ export function requestLogging(req: Request, res: Response, next: NextFunction):
       "http request",
     );
   });
-  runWithTraceFields(fields, next);
+  next();
 }

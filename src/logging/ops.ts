@@ -1,6 +1,5 @@
 import pino, { type DestinationStream, type Level, type Logger } from "pino";
 import { redact } from "./redact.js";
-import { currentTraceFields } from "./trace-context.js";
 
 export type OpsFormat = "plain" | "cloud";
 
@@ -57,7 +56,6 @@ export function createOpsLogger(options: OpsLogOptions): Logger {
       formatters: {
         level: (label) => ({ severity: SEVERITY[label] ?? "DEFAULT" }),
       },
-      mixin: () => currentTraceFields(),
     },
     destination,
   );

@@ -3,7 +3,6 @@ import { formatAuditFields, redactAudit, redactTrace } from "./format.js";
 import { LineFile, type Warn } from "./line-file.js";
 import { opsLog } from "./ops.js";
 import type { CallRecorder } from "./records.js";
-import { currentTraceFields } from "./trace-context.js";
 
 export const TRACE_FILE = "trace.jsonl";
 export const AUDIT_FILE = "audit.log";
@@ -45,7 +44,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
   const warnOnce = onceEach(warn);
 
   return {
-    trace(record) {
+    trace(record, context) {
       try {
         const r = redactTrace(record);
         void traceFile?.append(JSON.stringify(r));
@@ -55,13 +54,13 @@ export function createRecorder(options: RecorderOptions): Recorder {
           log_type: "trace",
           time: r.ts,
           ...r,
-          ...currentTraceFields(),
+          ...context,
         });
       } catch (error) {
         warnOnce("trace", error);
       }
     },
-    async audit(record) {
+    async audit(record, context) {
       try {
         const r = redactAudit(record);
         const line = formatAuditFields(r);
@@ -71,7 +70,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
           log_type: "audit",
           time: r.ts,
           ...r,
-          ...currentTraceFields(),
+          ...context,
         });
         await auditFile?.append(line, { durable: true });
       } catch (error) {

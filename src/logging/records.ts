@@ -1,3 +1,5 @@
+import type { TraceFields } from "./trace-context.js";
+
 /** One line of log/trace.jsonl: every tool call, read or write, success or failure. */
 export interface TraceRecord {
   ts: string;
@@ -33,9 +35,10 @@ export interface AuditRecord {
  * directory must not fail a replenishment order.
  */
 export interface CallRecorder {
-  trace(record: TraceRecord): void;
+  /** `context`: the request's Cloud Trace fields, for the structured line (HTTP mode). */
+  trace(record: TraceRecord, context?: TraceFields): void;
   /** Resolves once the record is durable (for CREATED: on disk) or has been given up on. */
-  audit(record: AuditRecord): Promise<void>;
+  audit(record: AuditRecord, context?: TraceFields): Promise<void>;
 }
 
 /** Records nothing; for tests that do not look at logs. */

@@ -1,7 +1,7 @@
 import type { Config } from "../config.js";
-import { setTraceProject } from "./http-middleware.js";
 import { configureOpsLog, opsLog } from "./ops.js";
 import { createRecorder, type Recorder, stdoutSink } from "./recorder.js";
+import { setTraceProject } from "./trace-context.js";
 
 export type Transport = "stdio" | "http";
 

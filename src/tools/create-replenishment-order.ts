@@ -125,14 +125,17 @@ async function audit(
   orderId: string | null,
   detail?: string,
 ): Promise<void> {
-  await ctx.recorder.audit({
-    ts: new Date().toISOString(),
-    outcome,
-    order_id: orderId,
-    ...args,
-    request_id: ctx.requestId,
-    ...(detail === undefined ? {} : { detail }),
-  });
+  await ctx.recorder.audit(
+    {
+      ts: new Date().toISOString(),
+      outcome,
+      order_id: orderId,
+      ...args,
+      request_id: ctx.requestId,
+      ...(detail === undefined ? {} : { detail }),
+    },
+    ctx.traceFields,
+  );
 }
 
 /** Refusals before submission are REJECTED; a write that may have landed is UNCERTAIN. */

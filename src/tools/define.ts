@@ -7,6 +7,7 @@ import { z } from "zod";
 import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
+import type { TraceFields } from "../logging/trace-context.js";
 import type { OrderCap } from "../order-cap.js";
 import type { CallLimiter } from "../rate-limit.js";
 import type { StoreLinkClient } from "../storelink/client.js";
@@ -35,6 +36,8 @@ export interface ToolContext extends ServerDeps {
   elicit?: Elicit;
   /** Who is calling, for the per-caller rate limit (see caller.ts). */
   caller: string;
+  /** The HTTP request's Cloud Trace fields ({} over stdio), for log lines made on its behalf. */
+  traceFields: TraceFields;
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {

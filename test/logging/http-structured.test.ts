@@ -2,10 +2,9 @@ import { Writable } from "node:stream";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
-import { setTraceProject } from "../../src/logging/http-middleware.js";
 import { createOpsLogger } from "../../src/logging/ops.js";
 import { createRecorder } from "../../src/logging/recorder.js";
-import { runWithTraceFields, traceFieldsFromHeaders } from "../../src/logging/trace-context.js";
+import { setTraceProject, traceFieldsFromHeaders } from "../../src/logging/trace-context.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
 
@@ -132,7 +131,7 @@ describe("trace headers", () => {
 });
 
 describe("ops log in HTTP mode", () => {
-  it("uses severity, message and the request's trace instead of pino's level and msg", () => {
+  it("uses severity and message instead of pino's level and msg, keeping trace fields given", () => {
     const out: string[] = [];
     const destination = new Writable({
       write(chunk, _enc, done) {
@@ -141,9 +140,10 @@ describe("ops log in HTTP mode", () => {
       },
     });
     const log = createOpsLogger({ format: "cloud", level: "debug", destination });
-    runWithTraceFields({ "logging.googleapis.com/trace": "projects/p/traces/t" }, () => {
-      log.warn({ file: "/x/audit.log" }, "cannot write log file");
-    });
+    log.warn(
+      { file: "/x/audit.log", "logging.googleapis.com/trace": "projects/p/traces/t" },
+      "cannot write log file",
+    );
     log.debug("access");
     const [warn, debug] = out.map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(warn).toMatchObject({
