@@ -42,14 +42,23 @@ export class Gate {
   }
 }
 
+/** One call as it reached StoreLink: store and the key value presented, where the call has them. */
+export interface SentCall {
+  method: Method;
+  storeId?: string;
+  key?: string;
+}
+
 /**
  * The StoreLinkClient seam with scripted faults: each method has a queue of faults consumed one
- * per call (an empty queue calls through to the wrapped client). Counts every call and every
- * order that really landed, so tests can prove "nothing was written" rather than assume it.
+ * per call (an empty queue calls through to the wrapped client). Records every call as sent
+ * (store, key) and every order that really landed, so tests assert on the request, and prove
+ * "nothing was written" rather than assume it.
  */
 export class ScriptedStoreLink implements StoreLinkClient {
   readonly #queues = new Map<Method, Fault[]>();
   readonly attempts = new Map<Method, number>();
+  readonly sent: SentCall[] = [];
   readonly landed: Order[] = [];
 
   constructor(readonly inner: StoreLinkClient = new InMemoryStoreLink()) {}
@@ -64,8 +73,18 @@ export class ScriptedStoreLink implements StoreLinkClient {
     return this.attempts.get(method) ?? 0;
   }
 
-  async #run<T>(method: Method, through: () => Promise<T>): Promise<T> {
+  /** The calls of `method` as sent, in order. */
+  calls(method: Method): SentCall[] {
+    return this.sent.filter((c) => c.method === method);
+  }
+
+  async #run<T>(
+    method: Method,
+    through: () => Promise<T>,
+    scope: { storeId?: string; key?: ApiKey } = {},
+  ): Promise<T> {
     this.attempts.set(method, this.attemptsOf(method) + 1);
+    this.sent.push({ method, storeId: scope.storeId, key: scope.key?.reveal() });
     const fault = this.#queues.get(method)?.shift();
     if (!fault) return through();
     if ("kind" in fault) throw new StoreLinkError(fault.kind, `injected ${fault.kind}`);
@@ -88,16 +107,23 @@ export class ScriptedStoreLink implements StoreLinkClient {
     return this.#run("getSku", () => this.inner.getSku(sku));
   }
   getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
-    return this.#run("getStock", () => this.inner.getStock(storeId, sku, key));
+    return this.#run("getStock", () => this.inner.getStock(storeId, sku, key), { storeId, key });
   }
   createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
-    return this.#run("createOrder", async () => {
-      const created = await this.inner.createOrder(request, key);
-      if (!created.replayed) this.landed.push(created.order);
-      return created;
-    });
+    return this.#run(
+      "createOrder",
+      async () => {
+        const created = await this.inner.createOrder(request, key);
+        if (!created.replayed) this.landed.push(created.order);
+        return created;
+      },
+      { storeId: request.store_id, key },
+    );
   }
   getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
-    return this.#run("getOrder", () => this.inner.getOrder(storeId, orderId, key));
+    return this.#run("getOrder", () => this.inner.getOrder(storeId, orderId, key), {
+      storeId,
+      key,
+    });
   }
 }

@@ -6,8 +6,8 @@ import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import type { TraceRecord } from "../../src/logging/records.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";
-import { FaultyStoreLink } from "../helpers/faulty-storelink.js";
 import { connect, errorOf, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 let dir: string;
 let warnings: { message: string; fields: Record<string, unknown> }[];
@@ -130,7 +130,8 @@ describe("audit.log over the real protocol", () => {
       ).type,
     ).toBe("no_credentials");
 
-    const faulty = new FaultyStoreLink();
+    // The write is sent and lands, then the answer is lost.
+    const faulty = new ScriptedStoreLink().fail("createOrder", { after: "outcome_unknown" });
     const lost = await session(recorder, { storelink: faulty });
     const uncertain = await lost.call("create_replenishment_order", {
       store_id: "111",
@@ -139,7 +140,8 @@ describe("audit.log over the real protocol", () => {
       reason: "Mild gap of 3 at store 111; buyer approved 3 units.",
     });
     expect(errorOf(uncertain).type).toBe("outcome_unknown");
-    expect(faulty.sent).toHaveLength(1);
+    expect(faulty.attemptsOf("createOrder")).toBe(1);
+    expect(faulty.landed).toHaveLength(1);
     await Promise.all([ok.close(), noKey.close(), lost.close()]);
     await recorder.close();
 

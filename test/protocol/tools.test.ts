@@ -8,7 +8,7 @@ import { StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
-import { RecordingStoreLink } from "../helpers/recording-storelink.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 const EXAMPLE_KEYS = fileURLToPath(new URL("../../keys.example.json", import.meta.url));
 
@@ -224,7 +224,7 @@ describe("get_stock_position failures", () => {
   });
 
   it("degrades per store with the example keys: 63 stale, 128 missing, the rest real", async () => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     h = await connect({ storelink, keys: new FileKeyProvider(EXAMPLE_KEYS) });
     const result = await h.call("get_stock_position", {
       sku: "8847291",
@@ -290,7 +290,7 @@ describe("create_replenishment_order", () => {
     ["a placeholder", "n/a"],
     ["a placeholder in caps", "TBD"],
   ])("rejects a reason that is %s, sending nothing to StoreLink", async (_what, reason) => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     h = await connect({ storelink });
     const error = errorOf(await h.call("create_replenishment_order", order({ reason })));
     expect(error.type).toBe("invalid_arguments");
@@ -307,7 +307,7 @@ describe("create_replenishment_order", () => {
     ["a string", "24", /whole number/],
     ["missing", undefined, /whole number/],
   ])("rejects a quantity that is %s", async (_what, quantity, message) => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     h = await connect({ storelink });
     const error = errorOf(await h.call("create_replenishment_order", order({ quantity })));
     expect(error.type).toBe("invalid_arguments");
@@ -328,7 +328,7 @@ describe("create_replenishment_order", () => {
     ["a SKU not ranged at the store", { store_id: "128", sku: "2205617" }, "not_ranged"],
     ["a store without credentials", { store_id: "128" }, "no_credentials"],
   ])("refuses %s, creating nothing", async (_what, over, type) => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     const keys = new MapKeyProvider({ ...SEED_ACCEPTED_KEYS });
     delete keys.keys["128"];
     if (type === "not_ranged") keys.keys["128"] = SEED_ACCEPTED_KEYS["128"] as string;
@@ -340,7 +340,7 @@ describe("create_replenishment_order", () => {
   });
 
   it("retries a 401 once with the reloaded key, and a second 401 makes no third attempt", async () => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     const keys = new MapKeyProvider({ ...SEED_ACCEPTED_KEYS, "47": "stale" });
     h = await connect({ storelink, keys });
     expect(errorOf(await h.call("create_replenishment_order", order())).type).toBe("auth_failed");
@@ -355,7 +355,7 @@ describe("create_replenishment_order", () => {
   it("recovers invisibly when the reload picks up a rotated key", async () => {
     const keys = new MapKeyProvider({ ...SEED_ACCEPTED_KEYS, "47": "stale" });
     const inner = new InMemoryStoreLink();
-    const storelink = new RecordingStoreLink(inner);
+    const storelink = new ScriptedStoreLink(inner);
     // Rotation lands between the first attempt and the reload.
     const original = storelink.createOrder.bind(storelink);
     storelink.createOrder = async (request, key) => {
@@ -368,7 +368,7 @@ describe("create_replenishment_order", () => {
   });
 
   it("reports a write that may have landed as outcome_unknown and audits it UNCERTAIN", async () => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     storelink.createOrder = async () => {
       throw new StoreLinkError("outcome_unknown", "socket hang up after send");
     };
@@ -381,7 +381,7 @@ describe("create_replenishment_order", () => {
   });
 
   it("hides an unexpected failure's text from the model behind a reference", async () => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     storelink.createOrder = async () => {
       throw new Error("ECONNRESET at /internal/path with secret detail");
     };
@@ -403,7 +403,7 @@ describe("create_replenishment_order", () => {
       destination: { write: (l: string) => lines.push(l) },
     });
     try {
-      const storelink = new RecordingStoreLink();
+      const storelink = new ScriptedStoreLink();
       storelink.createOrder = async () => {
         throw new Error("ECONNRESET while writing the order");
       };

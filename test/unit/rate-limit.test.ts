@@ -12,7 +12,7 @@ import {
   MapKeyProvider,
   MemoryRecorder,
 } from "../helpers/harness.js";
-import { RecordingStoreLink } from "../helpers/recording-storelink.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /** A clock the test moves by hand: no timing in unit tests. */
 const clock = (start = 1_000_000) => {
@@ -91,7 +91,7 @@ describe("rate limit through the protocol", () => {
   });
 
   it("audits a rate-limited order as REJECTED, submitting nothing", async () => {
-    const storelink = new RecordingStoreLink();
+    const storelink = new ScriptedStoreLink();
     const h = await connect({ storelink, limiter: new TokenBucketLimiter(1) });
     try {
       await h.call("lookup_sku", { query: "butter" });
