@@ -67,7 +67,11 @@ describe("buyer confirmation over stdio (built dist/stdio.js)", () => {
 
   it("KORRAL_ELICIT_CONFIRMATION=off does not ask", async () => {
     const { asked, order } = await session("decline", { KORRAL_ELICIT_CONFIRMATION: "off" });
-    expect((await order()).structuredContent).toMatchObject({ order_id: "RPL-47-001" });
+    const result = await order();
+    // The whole result in the message: this once failed under heavy machine load, unexplained.
+    expect(result.structuredContent, JSON.stringify(result)).toMatchObject({
+      order_id: "RPL-47-001",
+    });
     expect(asked).toHaveLength(0);
   });
 });
