@@ -4,13 +4,13 @@ import { join } from "node:path";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
-import { configureOpsLog } from "../../src/logging/ops.js";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { validOrder } from "../helpers/arbitraries.js";
 import { findLeaks } from "../helpers/canary.js";
 import { FakeSecretManager, grpcError } from "../helpers/fake-secret-manager.js";
 import { connect, errorOf, type Harness } from "../helpers/harness.js";
+import { captureOpsLog } from "../helpers/ops-log.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
@@ -82,22 +82,14 @@ const CASES: Case[] = [
 ];
 
 let dir: string;
-let ops = "";
+let ops: ReturnType<typeof captureOpsLog>;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "korral-smfault-"));
   // The provider warns through the ops log: capture it (at the most verbose level) to search it.
-  configureOpsLog({
-    format: "plain",
-    level: "trace",
-    destination: {
-      write(line: string) {
-        ops += line;
-      },
-    },
-  });
+  ops = captureOpsLog();
 });
 afterAll(async () => {
-  configureOpsLog({ format: "plain", level: "info" });
+  ops.restore();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -134,7 +126,7 @@ const entries = (result: CallToolResult) =>
 describe("Secret Manager faults through the protocol", () => {
   it.each(CASES)("$name: documented error, REJECTED audit, nothing leaked", async (c) => {
     const logDir = join(dir, c.name.replace(/\W+/g, "-"));
-    const opsBefore = ops.length;
+    const opsBefore = ops.text().length;
     const { fake, storelink, h } = await setUp(c, logDir);
 
     // The write: refused before anything reaches StoreLink.
@@ -174,7 +166,7 @@ describe("Secret Manager faults through the protocol", () => {
     expect(audit[0]).toContain(`req=${firstTrace.request_id}`);
 
     // The operator gets the cause category, once per failed lookup (the write and the read).
-    const opsLines = ops.slice(opsBefore);
+    const opsLines = ops.text().slice(opsBefore);
     const warnings = opsLines.split("\n").filter((l) => l.includes("key lookup failed"));
     if (c.opsReason === undefined) expect(warnings).toEqual([]);
     else {

@@ -3,11 +3,11 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { FileKeyProvider } from "../../src/keys/file.js";
-import { configureOpsLog } from "../../src/logging/ops.js";
 import { StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
+import { captureOpsLog } from "../helpers/ops-log.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 const EXAMPLE_KEYS = fileURLToPath(new URL("../../keys.example.json", import.meta.url));
@@ -396,12 +396,7 @@ describe("create_replenishment_order", () => {
   });
 
   it("keeps the unexpected failure's cause for the operator's log, under the same reference", async () => {
-    const lines: string[] = [];
-    configureOpsLog({
-      format: "plain",
-      level: "error",
-      destination: { write: (l: string) => lines.push(l) },
-    });
+    const ops = captureOpsLog();
     try {
       const storelink = new ScriptedStoreLink();
       storelink.createOrder = async () => {
@@ -410,10 +405,12 @@ describe("create_replenishment_order", () => {
       h = await connect({ storelink });
       const error = errorOf(await h.call("create_replenishment_order", order()));
       const reference = /req_[0-9a-f]{32}/.exec(error.message)?.[0];
-      const logged = lines.map((l) => JSON.parse(l)).find((l) => l.request_id === reference);
-      expect(logged?.err?.message).toBe("ECONNRESET while writing the order");
+      const logged = ops.lines().find((l) => l.request_id === reference);
+      expect((logged?.err as { message?: string })?.message).toBe(
+        "ECONNRESET while writing the order",
+      );
     } finally {
-      configureOpsLog({ format: "plain", level: "info" });
+      ops.restore();
     }
   });
 });

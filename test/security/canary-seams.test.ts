@@ -3,7 +3,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
-import { configureOpsLog } from "../../src/logging/ops.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { startEmulator } from "../../src/storelink-emulator.js";
@@ -11,6 +10,7 @@ import { validOrder } from "../helpers/arbitraries.js";
 import { canaryKeys, filesUnder, findLeaks } from "../helpers/canary.js";
 import { FakeSecretManager, grpcError } from "../helpers/fake-secret-manager.js";
 import { connect } from "../helpers/harness.js";
+import { captureOpsLog } from "../helpers/ops-log.js";
 import { EVERY_PATH } from "../helpers/paths.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
@@ -52,16 +52,7 @@ describe("secrets canary through the Secret Manager provider", () => {
     fake.secrets.set(nameOf("63"), stale["63"] as string);
     const leakyDetail = `${inErrors.err} ${Buffer.from(inErrors.err as string).toString("base64")}`;
 
-    let ops = "";
-    configureOpsLog({
-      format: "plain",
-      level: "trace",
-      destination: {
-        write(line: string) {
-          ops += line;
-        },
-      },
-    });
+    const ops = captureOpsLog();
     const logDir = join(dir, "sm-log");
     const recorder = createRecorder({ dir: logDir });
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink({ acceptedKeys: accepted }));
@@ -106,16 +97,16 @@ describe("secrets canary through the Secret Manager provider", () => {
     } finally {
       await h.close();
       await recorder.close();
-      configureOpsLog({ format: "plain", level: "info" });
+      ops.restore();
     }
 
     const files = await filesUnder(logDir);
     // The paths really ran: orders were created with Secret Manager keys, failures were logged.
     expect(files.map((f) => f.text).join("")).toContain("RPL-47-001");
-    expect(ops).toContain("Secret Manager key lookup failed");
+    expect(ops.text()).toContain("Secret Manager key lookup failed");
     const found = [
       ...findLeaks("results", JSON.stringify(outputs), all),
-      ...findLeaks("ops log", ops, all),
+      ...findLeaks("ops log", ops.text(), all),
       ...files.flatMap((f) => findLeaks(f.path, f.text, all)),
     ];
     expect(found).toEqual([]);
