@@ -15,7 +15,6 @@ import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
 import { ServerPool } from "./server-pool.js";
 import { drainAndExit } from "./shutdown.js";
-import { createStoreLink } from "./storelink/index.js";
 import type { ServerDeps } from "./tools/define.js";
 
 export { LOOPBACK_HOSTS };
@@ -158,12 +157,14 @@ export function serve(
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
-  const deps = defaultDeps({
-    keys: await createKeyProvider(config),
-    storelink: createStoreLink(config),
-    recorder,
-    limiter: limiterFor(config.rateLimitPerMin),
-  });
+  const deps = defaultDeps(
+    {
+      keys: await createKeyProvider(config),
+      recorder,
+      limiter: limiterFor(config.rateLimitPerMin),
+    },
+    config,
+  );
   serve(deps, config, () => recorder.close());
 }
 

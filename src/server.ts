@@ -21,7 +21,7 @@ import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
 import { OrderCap } from "./order-cap.js";
 import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
-import { InMemoryStoreLink } from "./storelink/memory.js";
+import { createStoreLink } from "./storelink/index.js";
 import type { Elicit, ServerDeps } from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
 
@@ -60,25 +60,25 @@ const CallToolAnyParamsSchema = z.object({
 });
 
 /**
- * Fills in the defaults: the seeded in-memory StoreLink, keys from keys.json, and the write
- * guards from the environment. Call it once per process: the loop guard counts per instance.
+ * Fills in the defaults from the configuration: StoreLink (in memory, or over HTTP when
+ * STORELINK_URL is set), keys from keys.json, and the write guards. Entry points pass the config
+ * they loaded, so the environment is read once. Call it once per process: the loop guard counts
+ * per instance. The rate limiter is off unless the caller passes one.
  */
-export function defaultDeps(overrides: Partial<ServerDeps> = {}): ServerDeps {
-  let config: Config | undefined;
+export function defaultDeps(overrides: Partial<ServerDeps> = {}, config?: Config): ServerDeps {
+  let loaded = config;
   const cfg = (): Config => {
-    config ??= loadConfig();
-    return config;
+    loaded ??= loadConfig();
+    return loaded;
   };
   return {
-    storelink:
-      overrides.storelink ?? new InMemoryStoreLink({ dedupeWindowMs: cfg().dedupeWindowMs }),
+    storelink: overrides.storelink ?? createStoreLink(cfg()),
     keys: overrides.keys ?? new FileKeyProvider(cfg().keysFile),
     recorder: overrides.recorder ?? nullRecorder,
     orderCap:
       overrides.orderCap ??
       new OrderCap({ perHour: cfg().orderCapPerHour, replayWindowMs: cfg().dedupeWindowMs }),
     confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
-    // Off unless the entry point passes one: it is per process and configured there.
     limiter: overrides.limiter,
   };
 }

@@ -4,19 +4,20 @@ import { createKeyProvider } from "./keys/index.js";
 import { setUpLogging } from "./logging/setup.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
-import { createStoreLink } from "./storelink/index.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "stdio");
   const server = createServer(
-    defaultDeps({
-      keys: await createKeyProvider(config),
-      storelink: createStoreLink(config),
-      recorder,
-      limiter: limiterFor(config.rateLimitPerMin),
-    }),
+    defaultDeps(
+      {
+        keys: await createKeyProvider(config),
+        recorder,
+        limiter: limiterFor(config.rateLimitPerMin),
+      },
+      config,
+    ),
   );
   await server.connect(new StdioServerTransport());
   console.error("korral-storelink MCP server running on stdio");
