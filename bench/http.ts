@@ -47,6 +47,17 @@ const HEADERS = {
 const tmp = mkdtempSync(join(tmpdir(), "korral-bench-"));
 const keysFile = join(tmp, "keys.json");
 writeFileSync(keysFile, JSON.stringify(SEED_ACCEPTED_KEYS));
+/** Both servers, every start: ephemeral loopback port, temp keys and logs, no rate limit. */
+const SERVER_ENV = {
+  ...process.env,
+  PORT: "0",
+  HOST: "127.0.0.1",
+  KORRAL_KEYS_FILE: keysFile,
+  KORRAL_LOG_DIR: join(tmp, "log"),
+  // The backstop would measure the limiter, not the service.
+  KORRAL_RATE_LIMIT_PER_MIN: "0",
+  LOG_LEVEL: "info",
+};
 const children = new Set<ChildProcess>();
 
 interface Running {
@@ -59,16 +70,7 @@ interface Running {
 function start(args: string[], env: Record<string, string> = {}): Promise<Running> {
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: "0",
-      HOST: "127.0.0.1",
-      KORRAL_KEYS_FILE: keysFile,
-      KORRAL_LOG_DIR: join(tmp, "log"),
-      KORRAL_RATE_LIMIT_PER_MIN: "0",
-      LOG_LEVEL: "info",
-      ...env,
-    },
+    env: { ...SERVER_ENV, ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
   children.add(child);
@@ -128,14 +130,7 @@ async function coldStart(args: string[]): Promise<number> {
   const began = performance.now();
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: "0",
-      HOST: "127.0.0.1",
-      KORRAL_KEYS_FILE: keysFile,
-      KORRAL_LOG_DIR: join(tmp, "log"),
-      BENCH_BODY_FILE: join(tmp, "body.json"),
-    },
+    env: { ...SERVER_ENV, BENCH_BODY_FILE: join(tmp, "body.json") },
     stdio: ["ignore", "ignore", "pipe"],
   });
   children.add(child);
