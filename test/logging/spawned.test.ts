@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -18,7 +19,12 @@ beforeEach(async () => {
   await writeFile(join(dir, "keys.json"), JSON.stringify(SEED_ACCEPTED_KEYS));
 });
 afterEach(async () => {
-  if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  if (child && child.exitCode === null && child.signalCode === null) {
+    // Wait for the exit: a server still writing would race the rm below.
+    const exited = once(child, "exit");
+    child.kill("SIGKILL");
+    await exited;
+  }
   child = undefined;
   await rm(dir, { recursive: true, force: true });
 });

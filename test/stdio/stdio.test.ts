@@ -9,7 +9,9 @@ import { DIST, spawnDist } from "../helpers/spawn.js";
 
 const cleanup: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
-  await Promise.all(cleanup.splice(0).map((f) => f()));
+  // Last in, first out, one at a time: the server must be gone before its directory is removed
+  // (a live server recreating its log dir made rm fail with ENOTEMPTY).
+  for (const step of cleanup.splice(0).reverse()) await step();
 });
 
 async function workspace() {
