@@ -102,19 +102,30 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  // Empty strings count as unset, as they do in most deployment tools.
+/**
+ * Validates environment variables against `envSchema`. Empty strings count as unset, as they do
+ * in most deployment tools; a failure names every bad variable.
+ */
+export function parseEnv<S extends z.ZodType>(
+  envSchema: S,
+  env: NodeJS.ProcessEnv,
+  what: string,
+): z.infer<S> {
   const present = Object.fromEntries(
     Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
   );
-  const parsed = schema.safeParse(present);
+  const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
     const problems = parsed.error.issues
       .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
       .join("; ");
-    throw new ConfigError(`Invalid configuration: ${problems}`);
+    throw new ConfigError(`Invalid ${what}: ${problems}`);
   }
-  const c = parsed.data;
+  return parsed.data;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const c = parseEnv(schema, env, "configuration");
   if (
     c.KORRAL_KEY_SOURCE === "secret-manager" &&
     c.KORRAL_SECRET_NAME_PATTERN.includes("{project}") &&

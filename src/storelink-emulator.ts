@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { ConfigError } from "./config.js";
+import { ConfigError, parseEnv } from "./config.js";
 import { ApiKey } from "./keys/api-key.js";
 import { isStoreLinkError, type StoreLinkErrorKind } from "./storelink/client.js";
 import { STORELINK_KEY_HEADER } from "./storelink/http.js";
@@ -73,17 +73,7 @@ export interface EmulatorConfig {
 }
 
 export function loadEmulatorConfig(env: NodeJS.ProcessEnv = process.env): EmulatorConfig {
-  const present = Object.fromEntries(
-    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
-  );
-  const parsed = emulatorEnv.safeParse(present);
-  if (!parsed.success) {
-    const problems = parsed.error.issues
-      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
-      .join("; ");
-    throw new ConfigError(`Invalid emulator configuration: ${problems}`);
-  }
-  const c = parsed.data;
+  const c = parseEnv(emulatorEnv, env, "emulator configuration");
   return { port: c.PORT, host: c.HOST, cutAfterOrders: c.STORELINK_EMULATOR_CUT_AFTER_ORDERS };
 }
 
