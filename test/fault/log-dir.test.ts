@@ -58,6 +58,13 @@ async function traceTools(): Promise<string[]> {
         .map((l) => (JSON.parse(l) as { tool: string }).tool);
 }
 
+/**
+ * `rm -rf` of the live log directory, as an operator would. The previous call's trace line is
+ * written after its answer, so it may recreate the directory while rm runs (ENOTEMPTY); rm
+ * retries then, as a second `rm -rf` would.
+ */
+const removeLogDir = () => rm(logDir, { recursive: true, force: true, maxRetries: 5 });
+
 const createdIn = (lines: string[]) =>
   lines.filter((l) => l.split(" ")[1] === "CREATED").map((l) => l.split(" ")[2]);
 
@@ -66,7 +73,7 @@ describe("the log directory vanishing mid-run", () => {
     expect(await order(24)).toBe("RPL-47-001");
     expect(createdIn(await auditLines())).toEqual(["RPL-47-001"]);
 
-    await rm(logDir, { recursive: true, force: true });
+    await removeLogDir();
 
     expect(await order(6)).toBe("RPL-47-002");
     const read = await h.call("lookup_sku", { query: "butter" });
@@ -95,7 +102,7 @@ describe("the log directory vanishing mid-run", () => {
       [2, "RPL-47-002"],
       [3, "RPL-47-003"],
     ] as const) {
-      await rm(logDir, { recursive: true, force: true });
+      await removeLogDir();
       expect(await order(quantity)).toBe(expected);
       expect(createdIn(await auditLines())).toEqual([expected]);
     }
@@ -104,7 +111,7 @@ describe("the log directory vanishing mid-run", () => {
 
   it("cannot be recreated (a file in its place): calls succeed, one warning, logs resume when it comes back", async () => {
     await order(1);
-    await rm(logDir, { recursive: true, force: true });
+    await removeLogDir();
     await writeFile(logDir, "not a directory");
 
     expect(await order(2)).toBe("RPL-47-002");
