@@ -24,10 +24,22 @@ const hostnameOf = (hostOrOrigin: string): string | undefined => {
  */
 export function hostGuard(allowedHosts: readonly string[]) {
   const allowed = new Set(allowedHosts.map((h) => hostnameOf(h) ?? h.toLowerCase()));
+  // Verdicts by raw header: clients send the same Host every time, and parsing it as a URL was
+  // a measurable share of the request path. Bounded, so varied junk cannot grow it.
+  const verdicts = new Map<string, boolean>();
+  const isAllowed = (header: string): boolean => {
+    let verdict = verdicts.get(header);
+    if (verdict === undefined) {
+      const hostname = hostnameOf(header);
+      verdict = hostname !== undefined && allowed.has(hostname);
+      if (verdicts.size >= 256) verdicts.clear();
+      verdicts.set(header, verdict);
+    }
+    return verdict;
+  };
   return (req: Request, res: Response, next: NextFunction): void => {
     const header = req.headers.host;
-    const hostname = header ? hostnameOf(header) : undefined;
-    if (hostname === undefined || !allowed.has(hostname)) {
+    if (header === undefined || !isAllowed(header)) {
       rpcError(res, 403, -32000, "Forbidden: Host not allowed.");
       return;
     }

@@ -6,7 +6,6 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import { callerOf } from "./caller.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import { hostGuard, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
-import { NodeJsonTransport } from "./json-transport.js";
 import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
@@ -59,37 +58,27 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   const app = express();
   app.disable("x-powered-by");
   app.disable("etag");
-  app.use(requestLogging);
+  // Mounted only when its lines are wanted: its listener is per-request work otherwise.
+  if (opsLog.isLevelEnabled("debug")) app.use(requestLogging);
   const guards = [originGuard(options.allowedOrigins ?? [])];
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
-  app.use("/mcp", ...guards);
   const servers = new ServerPool(() => createServer(deps));
 
-  app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
-  });
-
+  // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes
+  // costs it a path match.
   app.post(
     "/mcp",
+    ...guards,
     express.json({ limit: JSON_BODY_LIMIT }),
     async (req: Request, res: Response) => {
       // The caller keys the rate limit only; the raw token is deliberately not carried along.
       const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
-      const server = servers.acquire();
-      const transport = new NodeJsonTransport(req, res, auth);
-      // An initialize request leaves that client's capabilities on the server: never reuse it.
-      const reusable = !isInitialize(req.body);
-      res.on("close", () => {
-        // Closing resets the protocol state and aborts any handler still running, so a late
-        // answer can never go out on the next request's transport.
-        void server.close().then(
-          () => reusable && servers.release(server),
-          () => {},
-        );
-      });
       try {
-        await server.connect(transport);
-        transport.handle(req.body);
+        const pooled = await servers.acquire();
+        // An initialize request leaves that client's capabilities on the server: never reuse it.
+        const reusable = !isInitialize(req.body);
+        res.once("close", () => servers.release(pooled, reusable));
+        pooled.transport.handle(req, res, req.body, auth);
       } catch (error) {
         opsLog.error({ err: error }, "MCP request failed");
         rpcError(res, 500, -32603, "Internal server error");
@@ -97,11 +86,15 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
     },
   );
 
+  app.get("/healthz", (_req, res) => {
+    res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
+  });
+
   const methodNotAllowed = (_req: Request, res: Response): void => {
     res.setHeader("Allow", "POST");
     rpcError(res, 405, -32000, "Method not allowed: this server is stateless; use POST /mcp.");
   };
-  app.all("/mcp", methodNotAllowed);
+  app.all("/mcp", ...guards, methodNotAllowed);
 
   app.use((_req: Request, res: Response) => {
     rpcError(res, 404, -32601, "Not found: the MCP endpoint is POST /mcp.");

@@ -15,41 +15,49 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "@modelcontextprotocol/sdk/types.js";
 
+/** The one POST a transport is answering. */
+interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** Request ids of this POST, in order, with their responses once sent. */
+  answers: Map<RequestId, JSONRPCMessage | undefined>;
+}
+
 /**
  * The stateless, JSON-response POST path of the SDK's streamable HTTP transport
  * (`StreamableHTTPServerTransport` with `sessionIdGenerator: undefined, enableJsonResponse: true`),
  * written straight onto Node's request and response. The SDK version converts every request to a
  * WHATWG Request and every answer back from a WHATWG Response (via @hono/node-server and undici),
  * which cost more CPU than the protocol work itself. The checks, status codes and bodies below
- * mirror the SDK's `handlePostRequest` (1.32) one for one; test/http-transport.test.ts holds them.
- * One instance serves exactly one HTTP request.
+ * mirror the SDK's `handlePostRequest` (1.32) one for one; test/http/transport.test.ts holds them.
+ *
+ * A transport stays connected to its server and answers one POST at a time (`begin` ... `end`),
+ * so the server is not reconnected per request: connecting and closing a `Protocol` cost about a
+ * tenth of the request path (closing builds an `McpError` with a stack every time).
  */
 export class NodeJsonTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
 
-  /** Request ids of this POST, in order, with their responses once sent. */
-  private readonly answers = new Map<RequestId, JSONRPCMessage | undefined>();
+  private exchange: Exchange | undefined;
   private closed = false;
-
-  constructor(
-    private readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
-    private readonly authInfo?: AuthInfo,
-  ) {}
 
   async start(): Promise<void> {}
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.exchange = undefined;
     this.onclose?.();
   }
 
-  /** Validates and dispatches the already-parsed body of a POST. */
-  handle(body: unknown): void {
-    const accept = this.req.headers.accept;
+  /** Validates and dispatches the already-parsed body of one POST. */
+  handle(req: IncomingMessage, res: ServerResponse, body: unknown, authInfo?: AuthInfo): void {
+    if (this.exchange || this.closed) throw new Error("transport is busy or closed");
+    const exchange: Exchange = { req, res, answers: new Map() };
+    this.exchange = exchange;
+    const accept = req.headers.accept;
     if (!accept?.includes("application/json") || !accept.includes("text/event-stream")) {
       this.fail(
         406,
@@ -58,7 +66,7 @@ export class NodeJsonTransport implements Transport {
       );
       return;
     }
-    if (!isJsonContentType(this.req.headers["content-type"] ?? null)) {
+    if (!isJsonContentType(req.headers["content-type"] ?? null)) {
       this.fail(415, -32000, "Unsupported Media Type: Content-Type must be application/json");
       return;
     }
@@ -79,7 +87,7 @@ export class NodeJsonTransport implements Transport {
         return;
       }
     } else {
-      const version = this.req.headers["mcp-protocol-version"];
+      const version = req.headers["mcp-protocol-version"];
       if (typeof version === "string" && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
         this.fail(
           400,
@@ -90,18 +98,28 @@ export class NodeJsonTransport implements Transport {
       }
     }
 
-    const extra: MessageExtraInfo = {
-      authInfo: this.authInfo,
-      requestInfo: { headers: this.req.headers },
-    };
+    const extra: MessageExtraInfo = { authInfo, requestInfo: { headers: req.headers } };
     for (const message of messages) {
-      if (isJSONRPCRequest(message)) this.answers.set(message.id, undefined);
+      if (isJSONRPCRequest(message)) exchange.answers.set(message.id, undefined);
     }
-    if (this.answers.size === 0) {
+    if (exchange.answers.size === 0) {
       // Only notifications or responses: accepted, nothing to answer.
-      this.res.writeHead(202).end();
+      res.writeHead(202).end();
     }
     for (const message of messages) this.onmessage?.(message, extra);
+  }
+
+  /**
+   * Ends the current POST (call it once its response is closed) and tells whether every request
+   * in it was answered. Only then may the server serve another POST: otherwise a handler may
+   * still be running, and its late answer must never reach someone else's request.
+   */
+  end(): boolean {
+    const answers = this.exchange?.answers;
+    this.exchange = undefined;
+    if (!answers) return false;
+    for (const answer of answers.values()) if (answer === undefined) return false;
+    return true;
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
@@ -109,15 +127,17 @@ export class NodeJsonTransport implements Transport {
     // SDK, only responses to this POST's requests are delivered.
     if (!isJSONRPCResultResponse(message) && !isJSONRPCErrorResponse(message)) return;
     const id = message.id;
-    if (id === undefined || !this.answers.has(id)) {
+    const exchange = this.exchange;
+    if (id === undefined || !exchange?.answers.has(id)) {
       throw new Error(`No connection established for request ID: ${String(id)}`);
     }
-    this.answers.set(id, message);
-    const responses = [...this.answers.values()];
+    exchange.answers.set(id, message);
+    const responses = [...exchange.answers.values()];
     if (responses.some((r) => r === undefined)) return;
-    if (this.res.headersSent || this.res.destroyed) return;
+    const { res } = exchange;
+    if (res.headersSent || res.destroyed) return;
     const text = JSON.stringify(responses.length === 1 ? responses[0] : responses);
-    this.res
+    res
       .writeHead(200, {
         "content-type": "application/json",
         "content-length": Buffer.byteLength(text),
@@ -128,7 +148,7 @@ export class NodeJsonTransport implements Transport {
   private fail(status: number, code: number, message: string): void {
     this.onerror?.(new Error(message));
     const text = JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null });
-    this.res
+    this.exchange?.res
       .writeHead(status, {
         "content-type": "application/json",
         "content-length": Buffer.byteLength(text),

@@ -1,25 +1,47 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { NodeJsonTransport } from "./json-transport.js";
+
+/** A prebuilt MCP server and the transport it stays connected to. */
+export interface PooledServer {
+  server: Server;
+  transport: NodeJsonTransport;
+}
 
 /**
- * Prebuilt MCP servers for the stateless HTTP path. Each request borrows one server for itself
- * alone (a server shared by concurrent requests fails with "Already connected to a transport"
- * as soon as a tool awaits anything), connects its own transport, and gives the server back once
- * that transport is closed. The pool grows to the peak concurrency and keeps at most `maxIdle`.
+ * Prebuilt, connected MCP servers for the stateless HTTP path. Each request borrows one for
+ * itself alone (a server shared by concurrent requests fails with "Already connected to a
+ * transport" as soon as a tool awaits anything, and mixes up request ids) and gives it back once
+ * every request in its POST has been answered. The pool grows to the peak concurrency and keeps
+ * at most `maxIdle`.
  */
 export class ServerPool {
-  private readonly idle: Server[] = [];
+  private readonly idle: PooledServer[] = [];
   constructor(
     private readonly build: () => Server,
     private readonly maxIdle = 128,
   ) {}
 
-  acquire(): Server {
-    return this.idle.pop() ?? this.build();
+  async acquire(): Promise<PooledServer> {
+    const pooled = this.idle.pop();
+    if (pooled) return pooled;
+    const server = this.build();
+    const transport = new NodeJsonTransport();
+    await server.connect(transport);
+    return { server, transport };
   }
 
-  /** Only for a server whose transport is closed: its protocol state has been reset. */
-  release(server: Server): void {
-    if (this.idle.length < this.maxIdle) this.idle.push(server);
+  /**
+   * Ends the borrower's POST. A server whose requests were all answered goes back to the pool;
+   * any other (a client gone mid-call, or `keep` false) is closed, which aborts its handlers and
+   * drops their late answers, and is never used again.
+   */
+  release(pooled: PooledServer, keep = true): void {
+    const settled = pooled.transport.end();
+    if (settled && keep && this.idle.length < this.maxIdle) {
+      this.idle.push(pooled);
+    } else {
+      void pooled.server.close().catch(() => {});
+    }
   }
 
   get idleCount(): number {
