@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { close, open, read } from "node:fs";
 import { ApiKey } from "./api-key.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 
@@ -45,7 +45,7 @@ export class FileKeyProvider implements StoreKeyProvider {
     try {
       // Asynchronous on purpose: a slow or network-mounted disk must not stall every other
       // request of the process.
-      text = await readFile(this.path, "utf8");
+      text = await readWhole(this.path);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return { keys: null };
       return { failure: "key file could not be read" };
@@ -62,4 +62,35 @@ export class FileKeyProvider implements StoreKeyProvider {
     }
     return { keys: parsed };
   }
+}
+
+const CHUNK = 16 * 1024;
+
+/**
+ * The file's text, read with open, read (until end of file) and close on the callback API:
+ * `fs.promises.readFile` costs about four times the CPU per read on Node 20 (a FileHandle, an
+ * fstat and a promise per step), and this runs on every tool call.
+ */
+function readWhole(path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    open(path, "r", (openError, fd) => {
+      if (openError) return reject(openError);
+      const chunks: Buffer[] = [];
+      const finish = (error: Error | null): void => {
+        close(fd, () => {});
+        if (error) reject(error);
+        else resolve(Buffer.concat(chunks).toString("utf8"));
+      };
+      const next = (): void => {
+        const buffer = Buffer.allocUnsafe(CHUNK);
+        read(fd, buffer, 0, CHUNK, null, (readError, bytes) => {
+          if (readError) return finish(readError);
+          if (bytes === 0) return finish(null);
+          chunks.push(buffer.subarray(0, bytes));
+          next();
+        });
+      };
+      next();
+    });
+  });
 }
