@@ -7,8 +7,12 @@ import type { CallRecorder } from "./records.js";
 export const TRACE_FILE = "trace.jsonl";
 export const AUDIT_FILE = "audit.log";
 
-/** Receives one structured JSON line (no newline); HTTP mode passes stdout. */
-export type StructuredSink = (line: string) => void;
+/**
+ * Receives one structured JSON line (no newline); HTTP mode passes stdout. `now`: the line must
+ * be written before the call returns (audit lines); others may wait for the end of the current
+ * event-loop turn, to be written together.
+ */
+export type StructuredSink = (line: string, now?: boolean) => void;
 
 export interface RecorderOptions {
   /** Directory of trace.jsonl and audit.log. */
@@ -47,15 +51,18 @@ export function createRecorder(options: RecorderOptions): Recorder {
     trace(record, context) {
       try {
         const r = redactTrace(record);
-        void traceFile?.append(JSON.stringify(r));
-        emit?.({
-          severity: r.status === "ok" ? "INFO" : "WARNING",
-          message: `${r.tool} ${r.status}${r.error === null ? "" : ` (${r.error})`} in ${r.duration_ms} ms`,
-          log_type: "trace",
-          time: r.ts,
-          ...r,
-          ...context,
-        });
+        const json = JSON.stringify(r);
+        void traceFile?.append(json);
+        emit?.(
+          {
+            severity: r.status === "ok" ? "INFO" : "WARNING",
+            message: `${r.tool} ${r.status}${r.error === null ? "" : ` (${r.error})`} in ${r.duration_ms} ms`,
+            log_type: "trace",
+            time: r.ts,
+          },
+          json,
+          context,
+        );
       } catch (error) {
         warnOnce("trace", error);
       }
@@ -64,14 +71,12 @@ export function createRecorder(options: RecorderOptions): Recorder {
       try {
         const r = redactAudit(record);
         const line = formatAuditFields(r);
-        emit?.({
-          severity: "NOTICE",
-          message: line,
-          log_type: "audit",
-          time: r.ts,
-          ...r,
-          ...context,
-        });
+        emit?.(
+          { severity: "NOTICE", message: line, log_type: "audit", time: r.ts },
+          JSON.stringify(r),
+          context,
+          true,
+        );
         await auditFile?.append(line, { durable: true });
       } catch (error) {
         warnOnce("audit", error);
@@ -83,11 +88,22 @@ export function createRecorder(options: RecorderOptions): Recorder {
   };
 }
 
-function guardSink(sink: StructuredSink, warn: Warn): (entry: Record<string, unknown>) => void {
+/**
+ * The sink, fed one Cloud Logging entry: `head`'s fields, then the record's (already serialized,
+ * so the record is not stringified twice), then the request's trace fields.
+ */
+type Emit = (
+  head: Record<string, unknown>,
+  recordJson: string,
+  context: object | undefined,
+  now?: boolean,
+) => void;
+
+function guardSink(sink: StructuredSink, warn: Warn): Emit {
   let warned = false;
-  return (entry) => {
+  return (head, recordJson, context, now) => {
     try {
-      sink(JSON.stringify(entry));
+      sink(joinObjects([JSON.stringify(head), recordJson, JSON.stringify(context ?? {})]), now);
     } catch (error) {
       if (warned) return;
       warned = true;
@@ -98,6 +114,12 @@ function guardSink(sink: StructuredSink, warn: Warn): (entry: Record<string, unk
       } catch {}
     }
   };
+}
+
+/** `{"a":1}` + `{"b":2}` → `{"a":1,"b":2}`, for serialized objects with distinct keys. */
+function joinObjects(objects: string[]): string {
+  const members = objects.map((json) => json.slice(1, -1)).filter((inner) => inner !== "");
+  return `{${members.join(",")}}`;
 }
 
 /** A record that cannot even be formatted is reported once per kind, then dropped quietly. */
@@ -114,17 +136,38 @@ function onceEach(warn: Warn): (kind: "trace" | "audit", error: unknown) => void
   };
 }
 
-/** stdout as a structured sink: one write per line. EPIPE and the like are reported, not thrown. */
+/**
+ * stdout as a structured sink. Lines of one event-loop turn go out in one write (under load that
+ * is one system call for many requests, not one each); a line asked for `now` is written at
+ * once, after any waiting ones, and so is whatever waits when the process exits. EPIPE and the
+ * like are reported, not thrown.
+ */
 export function stdoutSink(warn: Warn = defaultWarn): StructuredSink {
   let warned = false;
-  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  const report = (error: NodeJS.ErrnoException): void => {
     if (warned) return;
     warned = true;
     warn("stdout is not writable; structured log lines are being dropped", {
       code: error.code ?? "unknown",
     });
-  });
-  return (line) => {
-    process.stdout.write(`${line}\n`);
+  };
+  process.stdout.on("error", report);
+  let waiting = "";
+  const flush = (): void => {
+    if (waiting === "") return;
+    const text = waiting;
+    waiting = "";
+    try {
+      process.stdout.write(text);
+    } catch (error) {
+      // Also called from setImmediate and on exit, where a throw would crash the process.
+      report(error as NodeJS.ErrnoException);
+    }
+  };
+  process.once("exit", flush);
+  return (line, now) => {
+    if (waiting === "" && !now) setImmediate(flush);
+    waiting += `${line}\n`;
+    if (now) flush();
   };
 }
