@@ -22,7 +22,7 @@ import { OrderCap } from "./order-cap.js";
 import { registerPrompts } from "./prompts.js";
 import { registerResources } from "./resources.js";
 import { createStoreLink } from "./storelink/index.js";
-import type { Elicit, ServerDeps } from "./tools/define.js";
+import type { Elicit, ServerDeps, ToolContext } from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
 
 export const SERVER_NAME = "korral-storelink";
@@ -119,14 +119,22 @@ export async function callTool(
   let storeId: string | null;
   let error: string | null = null;
   try {
-    const outcome = await tool.call(args, {
-      ...deps,
+    // Spelled out rather than spread (a fixed-shape literal is measurably cheaper per call); the
+    // type makes every field of ToolContext required here, so a new one cannot be forgotten.
+    const ctx: { [K in keyof Required<ToolContext>]: ToolContext[K] } = {
+      storelink: deps.storelink,
+      keys: deps.keys,
+      recorder: deps.recorder,
+      orderCap: deps.orderCap,
+      confirmWrites: deps.confirmWrites,
+      limiter: deps.limiter,
       requestId,
       signal,
       elicit,
       caller,
       traceFields,
-    });
+    };
+    const outcome = await tool.call(args, ctx);
     storeId = outcome.storeId;
     result = {
       content: [{ type: "text", text: JSON.stringify(outcome.structured) }],
