@@ -64,12 +64,14 @@ export class FileKeyProvider implements StoreKeyProvider {
   }
 }
 
+// Larger than a key file of a few hundred stores: one read usually takes it whole.
 const CHUNK = 16 * 1024;
 
 /**
- * The file's text, read with open, read (until end of file) and close on the callback API:
- * `fs.promises.readFile` costs about four times the CPU per read on Node 20 (a FileHandle, an
- * fstat and a promise per step), and this runs on every tool call.
+ * The file's text, read with open, read and close on the callback API: `fs.promises.readFile`
+ * costs about four times the CPU per read on Node 20 (a FileHandle, an fstat and a promise per
+ * step), and this runs on every tool call. A read shorter than asked is the end of a regular
+ * file, so a lookup waits for two trips to the thread pool (open, read), not five.
  */
 function readWhole(path: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -85,8 +87,8 @@ function readWhole(path: string): Promise<string> {
         const buffer = Buffer.allocUnsafe(CHUNK);
         read(fd, buffer, 0, CHUNK, null, (readError, bytes) => {
           if (readError) return finish(readError);
-          if (bytes === 0) return finish(null);
           chunks.push(buffer.subarray(0, bytes));
+          if (bytes < CHUNK) return finish(null);
           next();
         });
       };

@@ -148,4 +148,19 @@ describe("key file faults", () => {
     const result = await h.call("create_replenishment_order", validOrder());
     expect((result.structuredContent as { order_id: string }).order_id).toBe("RPL-47-001");
   });
+
+  it("a key file larger than one read (thousands of stores) is read whole", async () => {
+    // Stores 10000.. pad the file well past the reader's 16 KiB chunk; store 47 comes last.
+    const many = Object.fromEntries(
+      Array.from({ length: 3_000 }, (_, i) => [
+        String(10_000 + i),
+        `slk_pad_${i}_${"x".repeat(20)}`,
+      ]),
+    );
+    const text = JSON.stringify({ ...many, "47": SEED_ACCEPTED_KEYS["47"] });
+    expect(text.length).toBeGreaterThan(4 * 16 * 1024);
+    await writeFile(keysFile, text);
+    const key = await new FileKeyProvider(keysFile).getKey("47");
+    expect(key?.reveal()).toBe(SEED_ACCEPTED_KEYS["47"]);
+  });
 });
