@@ -3,7 +3,10 @@
 // code lives in one chunk, so `node dist/http.js` and anything importing dist modules see one
 // copy of each class. Why: loading hundreds of small node_modules files was about a third of
 // cold start (see BENCHMARKS.md). Kept external: packages that read files relative to their own
-// install directory at run time (gRPC protos, pino's worker transports).
+// install directory at run time (gRPC protos, pino's worker transports), and iconv-lite, whose
+// ~480 KB of code-page tables body-parser only needs for non-UTF-8 bodies: bundled, V8 had to
+// compile them into the Express chunk at every start (about 20 ms); from node_modules they stay
+// behind lazy require() calls, as they are for Express itself.
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -33,7 +36,7 @@ await build({
   keepNames: true,
   sourcemap: "linked",
   chunkNames: "[name]-[hash]",
-  external: ["@google-cloud/*", "google-gax", "@grpc/*", "pino", "pino-*", "thread-stream"],
+  external: ["@google-cloud/*", "google-gax", "@grpc/*", "pino", "pino-*", "thread-stream", "iconv-lite"],
   // Some bundled CommonJS packages call require() for Node built-ins.
   banner: {
     js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",

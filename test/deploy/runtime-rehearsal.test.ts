@@ -139,6 +139,20 @@ describe("runtime stage rehearsal (production-only install, built server, one to
     expect(JSON.stringify(body.result?.structuredContent)).toContain('"on_hand":3');
   });
 
+  it("decodes a UTF-16 body (iconv-lite, kept out of the bundle, loads from node_modules)", async () => {
+    const res = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json; charset=utf-16le",
+        accept: "application/json, text/event-stream",
+      },
+      body: Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), "utf16le"),
+    });
+    // Decoded by body-parser through iconv-lite; without it, this is a 500.
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ jsonrpc: "2.0", id: 2, result: {} });
+  });
+
   it("stops cleanly on SIGTERM (what Cloud Run sends to PID 1)", async () => {
     const proc = child as ChildProcess;
     const exited = new Promise<number | null>((resolve) =>
