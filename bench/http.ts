@@ -94,7 +94,17 @@ async function stop(running: Running): Promise<void> {
   await exited;
 }
 
-const MCP = ["dist/http.js"];
+// Exactly what the image runs: `npm run start:http` is the Dockerfile's CMD (a deploy test holds
+// them together), node flags included.
+const START_HTTP = (
+  JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+    scripts: Record<string, string>;
+  }
+).scripts["start:http"];
+const MCP = START_HTTP?.split(" ").slice(1) ?? [];
+if (START_HTTP?.split(" ")[0] !== "node" || MCP.at(-1) !== "dist/http.js") {
+  throw new Error(`unexpected start:http script: ${START_HTTP}`);
+}
 const EXPRESS = ["bench/bare-express.mjs"];
 
 function rssMb(pid: number): number {
@@ -253,7 +263,8 @@ async function main(): Promise<void> {
   lines.push(
     `\nKorral StoreLink MCP HTTP benchmark${quick ? " (--quick)" : ""}: medians of ${REPS} alternated run(s) of ${DURATION_S}s`,
   );
-  lines.push(`node ${process.version}, ${(await import("node:os")).cpus().length} cpus\n`);
+  lines.push(`node ${process.version}, ${(await import("node:os")).cpus().length} cpus`);
+  lines.push(`service started as the image starts it: ${START_HTTP}\n`);
   lines.push("conns | MCP req/s | Express req/s | ratio | MCP p50/p99 ms | Express p50/p99 ms");
   for (const c of CONNECTIONS) {
     const slot = runs.get(c);

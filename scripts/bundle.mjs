@@ -36,7 +36,15 @@ await build({
   keepNames: true,
   sourcemap: "linked",
   chunkNames: "[name]-[hash]",
-  external: ["@google-cloud/*", "google-gax", "@grpc/*", "pino", "pino-*", "thread-stream", "iconv-lite"],
+  external: [
+    "@google-cloud/*",
+    "google-gax",
+    "@grpc/*",
+    "pino",
+    "pino-*",
+    "thread-stream",
+    "iconv-lite",
+  ],
   // Some bundled CommonJS packages call require() for Node built-ins.
   banner: {
     js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",
