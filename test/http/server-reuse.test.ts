@@ -1,0 +1,69 @@
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../../src/http.js";
+import { defaultDeps } from "../../src/server.js";
+import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { SlowStoreLink } from "../helpers/slow-storelink.js";
+
+/**
+ * The HTTP app keeps MCP servers connected and lends each to one POST at a time. These tests
+ * attack the reuse: a server must never carry a request's late answer into someone else's POST.
+ */
+
+// Butter is slow at store 47 (the call the client abandons); milk is slower at store 102.
+const DELAYS: Record<string, number> = { "47:8847291": 300, "102:8847315": 600 };
+const storelink = new SlowStoreLink((store, sku) => DELAYS[`${store}:${sku}`] ?? 0);
+const recorder = new MemoryRecorder();
+let listener: HttpServer;
+let url: string;
+
+beforeAll(async () => {
+  const app = createApp(defaultDeps({ storelink, keys: new MapKeyProvider(), recorder }));
+  listener = app.listen(0, "127.0.0.1");
+  await new Promise((resolve) => listener.once("listening", resolve));
+  url = `http://127.0.0.1:${(listener.address() as AddressInfo).port}/mcp`;
+});
+afterAll(async () => {
+  listener.closeAllConnections();
+  await new Promise((resolve) => listener.close(resolve));
+});
+
+type Answer = { id: number; result: { structuredContent: { sku: string } } };
+
+const stock = (sku: string, store: string, signal?: AbortSignal) =>
+  fetch(url, {
+    method: "POST",
+    signal,
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    // Every request uses id 1, as simple clients do: ids alone cannot tell answers apart.
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: { name: "get_stock_position", arguments: { sku, store_ids: [store] } },
+    }),
+  });
+
+describe("pooled MCP servers over HTTP", () => {
+  it("serve one request after another, each with its own answer", async () => {
+    for (const sku of ["8847402", "6620118", "4410093", "8847402"]) {
+      const answer = (await (await stock(sku, "111")).json()) as Answer;
+      expect(answer.result.structuredContent.sku).toBe(sku);
+    }
+  });
+
+  it("never hand an abandoned call's late answer to the next request", async () => {
+    const abandoned = new AbortController();
+    const first = stock("8847291", "47", abandoned.signal).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    abandoned.abort();
+    expect(await first).toBeInstanceOf(Error);
+    // Sent while the butter read is still running, and answered after it finishes: had the
+    // abandoned server been lent again, butter's answer (also id 1) would arrive here.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const answer = (await (await stock("8847315", "102")).json()) as Answer;
+    expect(answer.id).toBe(1);
+    expect(answer.result.structuredContent.sku).toBe("8847315");
+  });
+});
