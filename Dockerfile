@@ -26,6 +26,7 @@ RUN mkdir -p /app/log && chown node:node /app/log
 USER node
 EXPOSE 8080
 # Exec form: node is PID 1 and receives Cloud Run's SIGTERM itself (npm would swallow it).
-# An 8 MB young generation (V8's default grows to 16 MB per semi-space under load) keeps RSS
-# after load about 15 MB lower for no measurable throughput; `npm run bench` runs this command.
-CMD ["node", "--max-semi-space-size=8", "dist/http.js"]
+# A fixed 8 MB young generation: V8's default grows each semi-space from 1 to 16 MB, which costs
+# scavenges while the modules load and ~15 MB of RSS under load. See BENCHMARKS.md;
+# `npm run start:http` and `npm run bench` run this same command.
+CMD ["node", "--min-semi-space-size=8", "--max-semi-space-size=8", "dist/http.js"]
