@@ -3,8 +3,9 @@
  * endpoint answering the same bytes. Prints throughput, p50/p99, the ratio, cold start, RSS after
  * load and heap growth over 10,000 calls, then PASS/FAIL against the targets of issue 7.
  * Thresholds live here, never in unit tests. Expects `npm run build` to have run.
+ * `BENCH_NODE=/path/to/node npm run bench` runs both servers on another node binary.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +14,9 @@ import autocannon from "autocannon";
 import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
 
 const quick = process.argv.includes("--quick");
+// The node binary both servers run on: this one, or BENCH_NODE (e.g. a Node 22 binary, which is
+// what the container runs, when the machine's own node is older).
+const NODE = process.env.BENCH_NODE || process.execPath;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const REPS = quick ? 1 : 3;
 const DURATION_S = quick ? 1 : 5;
@@ -68,7 +72,7 @@ interface Running {
 
 /** Spawns a server and resolves once it logs the port it listens on. */
 function start(args: string[], env: Record<string, string> = {}): Promise<Running> {
-  const child = spawn(process.execPath, args, {
+  const child = spawn(NODE, args, {
     cwd: ROOT,
     env: { ...SERVER_ENV, ...env },
     stdio: ["ignore", "ignore", "pipe"],
@@ -138,7 +142,7 @@ async function load(port: number, connections: number, duration: number) {
 
 async function coldStart(args: string[]): Promise<number> {
   const began = performance.now();
-  const child = spawn(process.execPath, args, {
+  const child = spawn(NODE, args, {
     cwd: ROOT,
     env: { ...SERVER_ENV, BENCH_BODY_FILE: join(tmp, "body.json") },
     stdio: ["ignore", "ignore", "pipe"],
@@ -263,7 +267,8 @@ async function main(): Promise<void> {
   lines.push(
     `\nKorral StoreLink MCP HTTP benchmark${quick ? " (--quick)" : ""}: medians of ${REPS} alternated run(s) of ${DURATION_S}s`,
   );
-  lines.push(`node ${process.version}, ${(await import("node:os")).cpus().length} cpus`);
+  const version = execFileSync(NODE, ["--version"], { encoding: "utf8" }).trim();
+  lines.push(`node ${version}, ${(await import("node:os")).cpus().length} cpus`);
   lines.push(`service started as the image starts it: ${START_HTTP}\n`);
   lines.push("conns | MCP req/s | Express req/s | ratio | MCP p50/p99 ms | Express p50/p99 ms");
   for (const c of CONNECTIONS) {
