@@ -13,7 +13,7 @@ export const SENSITIVE_KEY =
   /api_key|token|secret|password|auth|bearer|credential|cookie|session_id|signature|private_key/i;
 
 /** Credential shapes, each matched as a whole token. Order matters: Bearer before JWT. */
-const CREDENTIAL_VALUES: readonly RegExp[] = [
+export const CREDENTIAL_VALUES: readonly RegExp[] = [
   // `Bearer <token>` (HTTP Authorization values pasted into text).
   /\bBearer\s+[A-Za-z0-9\-._~+/]+=*/gi,
   // JWTs: base64url header starting `eyJ` ({"...), payload, optional signature.
@@ -31,8 +31,16 @@ const CREDENTIAL_VALUES: readonly RegExp[] = [
   /\bslk_[A-Za-z0-9_-]{6,}/g,
 ];
 
+/**
+ * Every shape above contains one of these (matched case-insensitively, a superset): a string
+ * without any cannot hold a credential and is returned as is. Most strings in a record (ids, SKUs,
+ * tool names) take this one test instead of eight replace passes, on every call.
+ */
+const MAY_HOLD_CREDENTIAL = /bearer|eyJ|sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[bpars]-|slk_/i;
+
 /** Strips credential-shaped substrings from one string. */
 export function redactText(text: string): string {
+  if (!MAY_HOLD_CREDENTIAL.test(text)) return text;
   let out = text;
   for (const pattern of CREDENTIAL_VALUES) {
     pattern.lastIndex = 0;

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ApiKey } from "../../src/keys/api-key.js";
-import { REDACTED, redact, redactText } from "../../src/logging/redact.js";
+import { CREDENTIAL_VALUES, REDACTED, redact, redactText } from "../../src/logging/redact.js";
 
 // Fabricated credential shapes; none of them authenticates anything.
 const SHAPES: Record<string, string> = {
@@ -122,6 +122,42 @@ describe("redact", () => {
         expect(out).not.toContain(s);
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it("skips no string a full pass would change (the cheap pre-check is a superset)", () => {
+    const fullPass = (text: string): string =>
+      CREDENTIAL_VALUES.reduce((out, pattern) => out.replace(pattern, REDACTED), text);
+    // Prefixes of every shape, in any case, followed by token-ish tails.
+    const prefix = fc.constantFrom(
+      "Bearer ",
+      "bearer\t",
+      "BEARER  ",
+      "eyJ",
+      "EYJ",
+      "sk-",
+      "SK-",
+      "ghp_",
+      "gho_",
+      "ghs_",
+      "github_pat_",
+      "AKIA",
+      "ASIA",
+      "akia",
+      "xoxb-",
+      "xoxp-",
+      "slk_",
+      "SLK_",
+      "",
+    );
+    const tail = fc.stringMatching(/^[A-Za-z0-9_.\-=+/~]{0,40}$/);
+    const filler = fc.stringMatching(/^[ a-zA-Z0-9.,;:()_-]{0,12}$/);
+    fc.assert(
+      fc.property(fc.array(fc.tuple(filler, prefix, tail), { maxLength: 4 }), (parts) => {
+        const text = parts.map(([f, p, t]) => `${f}${p}${t}`).join(" ");
+        expect(redactText(text)).toBe(fullPass(text));
+      }),
+      { numRuns: 2_000 },
     );
   });
 });
