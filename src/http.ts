@@ -77,8 +77,9 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
         const pooled = await servers.acquire();
         // An initialize request leaves that client's capabilities on the server: never reuse it.
         const reusable = !isInitialize(req.body);
-        res.once("close", () => servers.release(pooled, reusable));
         pooled.transport.handle(req, res, req.body, auth);
+        // After handle(): had it thrown, this server is not known to be idle and is not pooled.
+        res.once("close", () => servers.release(pooled, reusable));
       } catch (error) {
         opsLog.error({ err: error }, "MCP request failed");
         rpcError(res, 500, -32603, "Internal server error");

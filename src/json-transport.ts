@@ -28,7 +28,7 @@ interface Exchange {
  * which cost more CPU than the protocol work itself. The checks, status codes and bodies below
  * mirror the SDK's `handlePostRequest` (1.32) one for one; test/http/transport.test.ts holds them.
  *
- * A transport stays connected to its server and answers one POST at a time (`begin` ... `end`),
+ * A transport stays connected to its server and answers one POST at a time (`handle`, then `end`),
  * so the server is not reconnected per request: connecting and closing a `Protocol` cost about a
  * tenth of the request path (closing builds an `McpError` with a stack every time).
  */
