@@ -6,12 +6,27 @@
 // install directory at run time (gRPC protos, pino's worker transports), and iconv-lite, whose
 // ~480 KB of code-page tables body-parser only needs for non-UTF-8 bodies: bundled, V8 had to
 // compile them into the Express chunk at every start (about 20 ms); from node_modules they stay
-// behind lazy require() calls, as they are for Express itself.
+// behind lazy require() calls, as they are for Express itself. Ajv is left out too: the SDK's
+// provider is swapped for scripts/lazy-ajv.mjs, which loads it on first use.
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const dist = fileURLToPath(new URL("../dist", import.meta.url));
+
+/** The SDK's Ajv provider, wherever it is imported from, becomes scripts/lazy-ajv.mjs. */
+const lazyAjv = {
+  name: "lazy-ajv",
+  setup(build) {
+    const stub = fileURLToPath(new URL("./lazy-ajv.mjs", import.meta.url));
+    build.onResolve({ filter: /^@modelcontextprotocol\/sdk\/validation\/ajv$/ }, () => ({
+      path: stub,
+    }));
+    build.onResolve({ filter: /\/validation\/ajv-provider\.js$/ }, (args) =>
+      args.importer.includes("@modelcontextprotocol/sdk") ? { path: stub } : undefined,
+    );
+  },
+};
 // Chunks sit in dist/ itself, beside the files compiled from src/*.ts, so module-relative paths
 // in those files (config.ts: `new URL("../keys.json", import.meta.url)`) keep resolving to the
 // project root wherever the bundler places the code. (A src/ subdirectory module must not use
@@ -50,6 +65,7 @@ await build({
     js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",
   },
   logLevel: "warning",
+  plugins: [lazyAjv],
 });
 
 // An executable entry imported by another module would have its code moved into a shared chunk,

@@ -125,11 +125,27 @@ describe(".dockerignore", () => {
         "package-lock.json",
         "package.json",
         "scripts/bundle.mjs",
+        "scripts/lazy-ajv.mjs",
         "src",
         "tsconfig.build.json",
         "tsconfig.json",
       ].sort(),
     );
+  });
+
+  it("lets in and copies every file the bundler reads beside itself", () => {
+    const allowed = new Set(lines.slice(1).map((l) => l.slice(1)));
+    const copied = all(stages[0] as Stage, "COPY")
+      .map((i) => i.args)
+      .join(" ");
+    const siblings = [...read("scripts/bundle.mjs").matchAll(/new URL\("\.\/([^"]+)"/g)].map(
+      (m) => `scripts/${m[1]}`,
+    );
+    expect(siblings).toContain("scripts/lazy-ajv.mjs");
+    for (const file of siblings) {
+      expect(allowed.has(file), file).toBe(true);
+      expect(copied, file).toContain(file);
+    }
   });
 
   it("everything the Dockerfile copies from the context is allowed in", () => {

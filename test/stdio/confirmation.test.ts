@@ -15,7 +15,11 @@ afterEach(async () => {
 });
 
 /** The built stdio server with an SDK client that declares form elicitation and answers `action`. */
-async function session(action: "accept" | "decline", env: Record<string, string> = {}) {
+async function session(
+  action: "accept" | "decline",
+  env: Record<string, string> = {},
+  content: Record<string, unknown> = { confirm: true },
+) {
   const ws = await tempWorkspace();
   cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
   const transport = new StdioClientTransport({
@@ -36,7 +40,7 @@ async function session(action: "accept" | "decline", env: Record<string, string>
   const asked: string[] = [];
   client.setRequestHandler(ElicitRequestSchema, (request) => {
     asked.push(request.params.message);
-    return action === "accept" ? { action, content: { confirm: true } } : { action };
+    return action === "accept" ? { action, content } : { action };
   });
   await client.connect(transport);
   cleanup.push(() => client.close());
@@ -75,5 +79,13 @@ describe("buyer confirmation over stdio (built dist/stdio.js)", () => {
       order_id: "RPL-47-001",
     });
     expect(asked).toHaveLength(0);
+  });
+
+  it("checks the answer against the requested schema (Ajv, loaded on first use)", async () => {
+    // "yes" is not a boolean: the server's schema check refuses the answer, so no order is sent.
+    const { order } = await session("accept", {}, { confirm: "yes" });
+    const result = await order();
+    expect(result.isError).toBe(true);
+    expect(result.content[0]).toMatchObject({ text: expect.stringContaining("(no answer)") });
   });
 });
