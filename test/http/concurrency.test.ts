@@ -1,32 +1,26 @@
-import type { Server as HttpServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
 import { defaultDeps } from "../../src/server.js";
 import { SEED_SKUS } from "../../src/storelink/seed.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { type Listening, listen } from "../helpers/listen.js";
 import { SlowStoreLink } from "../helpers/slow-storelink.js";
 
 // Later-started calls finish first: delays fall as the SKU's index in the catalogue rises.
 const skus = SEED_SKUS.map((s) => s.sku);
 const storelink = new SlowStoreLink((_store, sku) => 10 + 15 * (skus.length - skus.indexOf(sku)));
 const recorder = new MemoryRecorder();
-let listener: HttpServer;
-let url: string;
+let server: Listening;
 
 beforeAll(async () => {
-  const app = createApp(defaultDeps({ storelink, keys: new MapKeyProvider(), recorder }));
-  listener = app.listen(0, "127.0.0.1");
-  await new Promise((resolve) => listener.once("listening", resolve));
-  url = `http://127.0.0.1:${(listener.address() as AddressInfo).port}/mcp`;
+  server = await listen(
+    createApp(defaultDeps({ storelink, keys: new MapKeyProvider(), recorder })),
+  );
 });
-afterAll(async () => {
-  listener.closeAllConnections();
-  await new Promise((resolve) => listener.close(resolve));
-});
+afterAll(() => server.close());
 
 const callStock = async (id: string, sku: string, stores: string[]) => {
-  const res = await fetch(url, {
+  const res = await fetch(server.url, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
     body: JSON.stringify({

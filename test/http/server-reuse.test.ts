@@ -1,9 +1,9 @@
-import type { Server as HttpServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
 import { defaultDeps } from "../../src/server.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { type Listening, listen } from "../helpers/listen.js";
+import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { SlowStoreLink } from "../helpers/slow-storelink.js";
 
 /**
@@ -15,34 +15,24 @@ import { SlowStoreLink } from "../helpers/slow-storelink.js";
 const DELAYS: Record<string, number> = { "47:8847291": 300, "102:8847315": 600 };
 const storelink = new SlowStoreLink((store, sku) => DELAYS[`${store}:${sku}`] ?? 0);
 const recorder = new MemoryRecorder();
-let listener: HttpServer;
-let url: string;
+let server: Listening;
 
 beforeAll(async () => {
-  const app = createApp(defaultDeps({ storelink, keys: new MapKeyProvider(), recorder }));
-  listener = app.listen(0, "127.0.0.1");
-  await new Promise((resolve) => listener.once("listening", resolve));
-  url = `http://127.0.0.1:${(listener.address() as AddressInfo).port}/mcp`;
+  server = await listen(
+    createApp(defaultDeps({ storelink, keys: new MapKeyProvider(), recorder })),
+  );
 });
-afterAll(async () => {
-  listener.closeAllConnections();
-  await new Promise((resolve) => listener.close(resolve));
-});
+afterAll(() => server.close());
 
 type Answer = { id: number; result: { structuredContent: { sku: string } } };
 
 const stock = (sku: string, store: string, signal?: AbortSignal) =>
-  fetch(url, {
+  fetch(server.url, {
     method: "POST",
     signal,
-    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    headers: MCP_HEADERS,
     // Every request uses id 1, as simple clients do: ids alone cannot tell answers apart.
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "tools/call",
-      params: { name: "get_stock_position", arguments: { sku, store_ids: [store] } },
-    }),
+    body: JSON.stringify(toolCall(1, "get_stock_position", { sku, store_ids: [store] })),
   });
 
 describe("pooled MCP servers over HTTP", () => {

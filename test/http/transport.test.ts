@@ -1,5 +1,3 @@
-import type { Server as HttpServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import request from "supertest";
@@ -7,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
 import { defaultDeps } from "../../src/server.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { type Listening, listen } from "../helpers/listen.js";
 
 const app = createApp(defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
 const post = (body: unknown, headers: Record<string, string> = {}) =>
@@ -80,17 +79,13 @@ describe("the streamable HTTP POST path (stateless, JSON responses)", () => {
 });
 
 describe("the SDK's own HTTP client", () => {
-  let listener: HttpServer;
+  let server: Listening;
   let url: URL;
   beforeAll(async () => {
-    listener = app.listen(0, "127.0.0.1");
-    await new Promise((resolve) => listener.once("listening", resolve));
-    url = new URL(`http://127.0.0.1:${(listener.address() as AddressInfo).port}/mcp`);
+    server = await listen(app);
+    url = new URL(server.url);
   });
-  afterAll(async () => {
-    listener.closeAllConnections();
-    await new Promise((resolve) => listener.close(resolve));
-  });
+  afterAll(() => server.close());
 
   it("initializes, lists the four tools and calls one", async () => {
     const client = new Client({ name: "sdk-client", version: "1.0.0" });
