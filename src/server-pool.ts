@@ -43,8 +43,4 @@ export class ServerPool {
       void pooled.server.close().catch(() => {});
     }
   }
-
-  get idleCount(): number {
-    return this.idle.length;
-  }
 }

@@ -175,7 +175,8 @@ export async function callTool(
 
 /**
  * Builds an MCP server over the given StoreLink, key provider and recorder. Cheap by design: the
- * tool listing, schemas and validator are module-level, so HTTP can build one per request.
+ * tool listing, schemas and validator are module-level, so the HTTP pool can add one whenever
+ * concurrency peaks.
  */
 export function createServer(overrides: Partial<ServerDeps> = {}): Server {
   const deps = defaultDeps(overrides);
