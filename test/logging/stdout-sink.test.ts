@@ -21,13 +21,19 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/** Each chunk handed to process.stdout.write from now on, instead of writing it. */
+function captureStdoutWrites(): string[] {
+  const writes: string[] = [];
+  vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+    writes.push(String(chunk));
+    return true;
+  });
+  return writes;
+}
+
 describe("stdout as the structured sink", () => {
   it("writes the lines of one event-loop turn together, in order, in one write", async () => {
-    const writes: string[] = [];
-    vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
-      writes.push(String(chunk));
-      return true;
-    });
+    const writes = captureStdoutWrites();
     const sink = stdoutSink(() => {});
     sink('{"n":1}');
     sink('{"n":2}');
@@ -38,11 +44,7 @@ describe("stdout as the structured sink", () => {
   });
 
   it("writes a line asked for now at once, after the lines waiting before it", () => {
-    const writes: string[] = [];
-    vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
-      writes.push(String(chunk));
-      return true;
-    });
+    const writes = captureStdoutWrites();
     const sink = stdoutSink(() => {});
     sink('{"trace":1}');
     sink('{"audit":1}', true);
