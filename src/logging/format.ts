@@ -1,28 +1,51 @@
 import type { AuditRecord, TraceRecord } from "./records.js";
-import { redact, redactText } from "./redact.js";
+import { capText, redact, redactCapped, redactText } from "./redact.js";
+
+/**
+ * Every character some reader takes as the end of a line (Python's `str.splitlines()`, the widest
+ * common set): LF, VT, FF, CR, FS, GS, RS, NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR. JSON escapes
+ * the ASCII ones; these three it leaves raw.
+ */
+const RAW_AFTER_JSON = /[\u0085\u2028\u2029]/;
+const RAW_AFTER_JSON_ALL = /[\u0085\u2028\u2029]/g;
+const escapeCode = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+
+/**
+ * Escapes the line terminators JSON.stringify leaves raw, inside serialized JSON (where they can
+ * only sit in strings, so `\u0085` is the same text to a JSON reader). One test, no copy, for
+ * the usual line that has none.
+ */
+export function escapeLineTerminators(json: string): string {
+  return RAW_AFTER_JSON.test(json) ? json.replace(RAW_AFTER_JSON_ALL, escapeCode) : json;
+}
 
 /**
  * The trace record as it is written: redacted, fields in the spec's order, `store_id` a string
- * or null whatever the caller passed, so the column has one type on every line.
+ * or null whatever the caller passed, so the column has one type on every line. A failed call's
+ * strings and arguments are capped (FAILED_LIMITS): they were never validated.
  */
 export function redactTrace(record: TraceRecord): TraceRecord {
+  const failed = record.status !== "ok";
+  const text = failed ? capText : redactText;
   return {
     ts: String(record.ts),
-    request_id: redactText(String(record.request_id)),
-    tool: redactText(String(record.tool)),
-    store_id: typeof record.store_id === "string" ? redactText(record.store_id) : null,
-    status: record.status === "ok" ? "ok" : "error",
-    error: typeof record.error === "string" ? redactText(record.error) : null,
+    request_id: text(String(record.request_id)),
+    tool: text(String(record.tool)),
+    store_id: typeof record.store_id === "string" ? text(record.store_id) : null,
+    status: failed ? "error" : "ok",
+    error: typeof record.error === "string" ? text(record.error) : null,
     duration_ms: Number.isFinite(record.duration_ms) ? record.duration_ms : 0,
-    args: redact(record.args) ?? null,
+    args: (failed ? redactCapped(record.args) : redact(record.args)) ?? null,
   };
 }
 
-const text = (value: unknown): string | null =>
-  typeof value === "string" ? redactText(value) : null;
-
-/** The audit record as it is written: every free-text field stripped of credential shapes. */
+/**
+ * The audit record as it is written: every free-text field stripped of credential shapes, and
+ * for a REJECTED line (unvalidated input) capped to FAILED_LIMITS.text characters each.
+ */
 export function redactAudit(record: AuditRecord): AuditRecord {
+  const cut = record.outcome === "REJECTED" ? capText : redactText;
+  const text = (value: unknown): string | null => (typeof value === "string" ? cut(value) : null);
   return {
     ts: String(record.ts),
     outcome: record.outcome,
@@ -30,15 +53,15 @@ export function redactAudit(record: AuditRecord): AuditRecord {
     store_id: text(record.store_id),
     sku: text(record.sku),
     quantity: typeof record.quantity === "number" ? record.quantity : null,
-    request_id: redactText(String(record.request_id)),
+    request_id: cut(String(record.request_id)),
     reason: text(record.reason),
-    ...(typeof record.detail === "string" ? { detail: redactText(record.detail) } : {}),
+    ...(typeof record.detail === "string" ? { detail: cut(record.detail) } : {}),
   };
 }
 
 /** One line of trace.jsonl (no newline). Input is redacted here. */
 export function formatTraceLine(record: TraceRecord): string {
-  return JSON.stringify(redactTrace(record));
+  return escapeLineTerminators(JSON.stringify(redactTrace(record)));
 }
 
 // Values that read unambiguously without quotes: ids, SKUs, numbers.
@@ -46,13 +69,11 @@ const BARE = /^[A-Za-z0-9._:/+-]+$/;
 
 /**
  * Quotes a value for the audit line so it stays one `key=value` token on one line: JSON string
- * escaping (quotes, backslashes, control characters) plus the two Unicode line separators,
- * which JSON leaves raw but some readers break lines on.
+ * escaping (quotes, backslashes, control characters) plus the Unicode line terminators JSON
+ * leaves raw (NEL, U+2028, U+2029), which Python's splitlines() and others break lines on.
  */
 export function quote(value: string): string {
-  return JSON.stringify(value)
-    .replace(/\u2028/g, "\\u2028")
-    .replace(/\u2029/g, "\\u2029");
+  return escapeLineTerminators(JSON.stringify(value));
 }
 
 const bareOrQuoted = (value: string | number | null): string => {

@@ -24,8 +24,9 @@ const REOPEN_AFTER_MS = 5_000;
  *   later lines are dropped or, if the problem clears, written again. A later, new problem (after
  *   a successful write) is reported again.
  * - The file deleted under it (`rm -rf` of the log directory) is noticed after the next write:
- *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It warns,
- *   reopens (recreating the directory) and writes those lines again into the new file.
+ *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It
+ *   reopens (recreating the directory), writes those lines again into the new file, and warns.
+ *   If it cannot reopen (a file where the directory was), the warning says lines are dropped.
  */
 export class LineFile {
   readonly path: string;
@@ -85,17 +86,22 @@ export class LineFile {
     if ((await handle.stat()).nlink === 0) {
       this.#handle = undefined;
       await handle.close().catch(() => {});
-      this.#report(`log file ${this.path} was deleted; recreating it and writing there`, "ENOENT");
-      handle = await this.#open();
+      // Reported after the fact, so the warning says what happened: rewritten, or dropped.
+      handle = await this.#open(`log file ${this.path} was deleted`);
       if (!handle) return;
       await writeAll(handle, buffer);
+      this.#report(
+        `log file ${this.path} was deleted; it was recreated and its lines are written there`,
+        "ENOENT",
+      );
     }
     if (batch.some((p) => p.durable)) await handle.datasync();
     // Written: a later, different problem deserves its own warning.
     this.#warned = false;
   }
 
-  async #open(): Promise<FileHandle | undefined> {
+  /** `incident`: what led here, to open the warning if this fails too. */
+  async #open(incident?: string): Promise<FileHandle | undefined> {
     if (this.#handle) return this.#handle;
     if (Date.now() - this.#openFailedAt < REOPEN_AFTER_MS) return undefined;
     try {
@@ -104,17 +110,28 @@ export class LineFile {
       return this.#handle;
     } catch (error) {
       this.#openFailedAt = Date.now();
-      this.#fail(error);
+      this.#fail(error, incident);
       return undefined;
     }
   }
 
-  #fail(error: unknown): void {
+  /**
+   * Says what actually happens: nothing is written (nor recreated) while the problem lasts; the
+   * next lines try again (opening: after REOPEN_AFTER_MS), so writing resumes once it is fixed.
+   */
+  #fail(error: unknown, incident?: string): void {
     // A handle that failed a write may be fine for the next one (space freed); keep it.
-    const code = (error as { code?: unknown } | null)?.code;
+    const raw = (error as { code?: unknown } | null)?.code;
+    const code = typeof raw === "string" ? raw : "unknown";
+    // mkdir of a path that is a file: EEXIST; open beneath one: ENOTDIR.
+    const problem =
+      code === "EEXIST" || code === "ENOTDIR"
+        ? `log directory ${dirname(this.path)} is not a directory, so ${this.path} cannot be written`
+        : `cannot write log file ${this.path} (${code})`;
     this.#report(
-      `cannot write log file ${this.path}; its lines are being dropped, the service carries on`,
-      typeof code === "string" ? code : "unknown",
+      `${incident === undefined ? "" : `${incident}; `}${problem}; its lines are being dropped ` +
+        "until that is fixed; the service carries on",
+      code,
     );
   }
 

@@ -1,8 +1,8 @@
 import { join } from "node:path";
-import { formatAuditFields, redactAudit, redactTrace } from "./format.js";
+import { escapeLineTerminators, formatAuditFields, redactAudit, redactTrace } from "./format.js";
 import { LineFile, type Warn } from "./line-file.js";
 import { opsLog } from "./ops.js";
-import type { CallRecorder } from "./records.js";
+import type { AuditOutcome, CallRecorder } from "./records.js";
 
 export const TRACE_FILE = "trace.jsonl";
 export const AUDIT_FILE = "audit.log";
@@ -34,10 +34,17 @@ export interface Recorder extends CallRecorder {
 const defaultWarn: Warn = (message, fields) => opsLog.warn(fields, message);
 
 /**
+ * Audit outcomes of calls that never reached StoreLink's write: nothing to lose in a crash, so
+ * their lines are not synced. Otherwise a caller could buy one fdatasync per refused call.
+ */
+const NOT_SYNCED: ReadonlySet<AuditOutcome> = new Set<AuditOutcome>(["REJECTED", "PREVIEW"]);
+
+/**
  * The trace and audit logs. Every record is redacted once and then written to the files and/or
  * the structured sink. Trace lines are fire-and-forget and never synced (read paths stay fast);
- * audit lines are synced, and `audit()` resolves only once the line is on disk. Nothing here
- * throws or rejects: logging must never fail a replenishment order.
+ * audit lines of writes that reached StoreLink (CREATED, REPLAYED, UNCERTAIN) are synced, and
+ * `audit()` resolves only once the line is on disk; REJECTED and PREVIEW lines are written but
+ * not synced. Nothing here throws or rejects: logging must never fail a replenishment order.
  */
 export function createRecorder(options: RecorderOptions): Recorder {
   const warn = options.warn ?? defaultWarn;
@@ -51,7 +58,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
     trace(record, context) {
       try {
         const r = redactTrace(record);
-        const json = JSON.stringify(r);
+        const json = escapeLineTerminators(JSON.stringify(r));
         void traceFile?.append(json);
         emit?.(
           {
@@ -77,7 +84,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
           context,
           true,
         );
-        await auditFile?.append(line, { durable: true });
+        await auditFile?.append(line, { durable: !NOT_SYNCED.has(r.outcome) });
       } catch (error) {
         warnOnce("audit", error);
       }
@@ -103,7 +110,9 @@ function guardSink(sink: StructuredSink, warn: Warn): Emit {
   let warned = false;
   return (head, recordJson, context, now) => {
     try {
-      sink(joinObjects([JSON.stringify(head), recordJson, JSON.stringify(context ?? {})]), now);
+      // Escaped here, once for the whole line: the head quotes the record's text, too.
+      const line = joinObjects([JSON.stringify(head), recordJson, JSON.stringify(context ?? {})]);
+      sink(escapeLineTerminators(line), now);
     } catch (error) {
       if (warned) return;
       warned = true;
