@@ -79,7 +79,8 @@ export function quote(value: string): string {
 const bareOrQuoted = (value: string | number | null): string => {
   if (value === null) return "-";
   const s = String(value);
-  return BARE.test(s) ? s : quote(s);
+  // A bare "-" would read as "absent".
+  return BARE.test(s) && s !== "-" ? s : quote(s);
 };
 
 /**

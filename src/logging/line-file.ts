@@ -87,7 +87,7 @@ export class LineFile {
       this.#handle = undefined;
       await handle.close().catch(() => {});
       // Reported after the fact, so the warning says what happened: rewritten, or dropped.
-      handle = await this.#open(`log file ${this.path} was deleted`);
+      handle = await this.#open("it was deleted");
       if (!handle) return;
       await writeAll(handle, buffer);
       this.#report(
@@ -116,21 +116,22 @@ export class LineFile {
   }
 
   /**
-   * Says what actually happens: nothing is written (nor recreated) while the problem lasts; the
-   * next lines try again (opening: after REOPEN_AFTER_MS), so writing resumes once it is fixed.
+   * Says what actually happens: nothing is written (nor recreated) while the problem lasts, and
+   * the next lines try again (opening: after REOPEN_AFTER_MS), so writing resumes once it is
+   * fixed. Always starts `cannot write log file`, the text operators grep for.
    */
   #fail(error: unknown, incident?: string): void {
     // A handle that failed a write may be fine for the next one (space freed); keep it.
     const raw = (error as { code?: unknown } | null)?.code;
     const code = typeof raw === "string" ? raw : "unknown";
     // mkdir of a path that is a file: EEXIST; open beneath one: ENOTDIR.
-    const problem =
+    const cause =
       code === "EEXIST" || code === "ENOTDIR"
-        ? `log directory ${dirname(this.path)} is not a directory, so ${this.path} cannot be written`
-        : `cannot write log file ${this.path} (${code})`;
+        ? `log directory ${dirname(this.path)} is not a directory`
+        : `error ${code}`;
     this.#report(
-      `${incident === undefined ? "" : `${incident}; `}${problem}; its lines are being dropped ` +
-        "until that is fixed; the service carries on",
+      `cannot write log file ${this.path}: ${incident === undefined ? "" : `${incident}, and `}` +
+        `${cause}; its lines are being dropped until that is fixed; the service carries on`,
       code,
     );
   }
