@@ -211,7 +211,10 @@ describe("line terminators in any field", () => {
           // Structured stdout: one line each, and the same text once parsed.
           expect(w.stdout).toHaveLength(2);
           const lines = w.stdout.map((line) => JSON.parse(expectOneLine(`${line}\n`)));
-          const [traceLine, auditLine] = lines as [Record<string, unknown>, Record<string, unknown>];
+          const [traceLine, auditLine] = lines as [
+            Record<string, unknown>,
+            Record<string, unknown>,
+          ];
           expect(traceLine.args).toEqual(redact(w.args));
           expect(auditLine).toMatchObject({ reason: t(f.reason), detail: t(f.detail) });
           expect(auditLine.message).toBe(w.auditText.slice(0, -1));
