@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { UnusableKeyError } from "./keys/api-key.js";
 import { KeySourceError } from "./keys/provider.js";
 import { StoreLinkError } from "./storelink/client.js";
 
@@ -101,6 +102,14 @@ export const rateLimited = (retryAfterSeconds: number): ToolError =>
  */
 export function toToolError(error: unknown, requestId: string): ToolError {
   if (error instanceof ToolError) return error;
+  if (error instanceof UnusableKeyError) {
+    return new ToolError(
+      "no_credentials",
+      `The StoreLink key configured for store ${error.storeId} is not a usable key (it has characters an HTTP header cannot carry); nothing was sent to StoreLink.`,
+      `Do not retry: it fails the same way until the key is fixed. Tell the buyer Korral IT must correct the key for store ${error.storeId}. Other stores may still work.`,
+      false,
+    );
+  }
   if (error instanceof KeySourceError) {
     return new ToolError(
       "no_credentials",

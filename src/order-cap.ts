@@ -2,6 +2,11 @@
  * The loop guard: at most `perHour` orders for the same store and SKU in a rolling hour. It lives
  * in this MCP process (one instance shared by every request), so with several replicas each
  * counts its own orders. It stops a looping agent; StoreLink's dedupe stops duplicate trucks.
+ *
+ * It never relies on StoreLink's dedupe: every create holds a free slot before it is sent, and
+ * only StoreLink's own answer `replayed: true` (or a refusal before sending) gives it back. A
+ * "probable replay" cannot be told apart from a new order in this process (a StoreLink may fold
+ * nothing without an Idempotency-Key, or its window may differ), so none passes without a slot.
  */
 
 const HOUR_MS = 60 * 60_000;
@@ -9,16 +14,8 @@ const HOUR_MS = 60 * 60_000;
 export interface OrderCapOptions {
   /** 0 turns the guard off. */
   perHour: number;
-  /**
-   * How long an identical key-less request counts as a probable replay (StoreLink's dedupe
-   * window), so a retry is not refused by the orders it would replay.
-   */
-  replayWindowMs: number;
   now?: () => number;
 }
-
-/** What identifies a retry of the same order: the idempotency key, or else the parameters. */
-export type ReplayToken = { kind: "key"; value: string } | { kind: "params"; value: string };
 
 /** A slot held while a write is in flight. Exactly one of the two must be called. */
 export interface Reservation {
@@ -33,57 +30,50 @@ export type ReserveResult =
   | { ok: false; count: number; limit: number };
 
 interface Entry {
+  /** When the order counted from (its commit); for a pending slot, when it was taken. */
   at: number;
-  token: string;
-  tokenKind: ReplayToken["kind"];
+  /** Held by a write still in flight: never expires, whatever the clock says. */
+  pending: boolean;
 }
 
 export class OrderCap {
   readonly perHour: number;
-  readonly #replayWindowMs: number;
   readonly #now: () => number;
   readonly #entries = new Map<string, Entry[]>();
 
   constructor(options: OrderCapOptions) {
     this.perHour = options.perHour;
-    this.#replayWindowMs = options.replayWindowMs;
     this.#now = options.now ?? Date.now;
   }
 
   /**
    * Checks the cap and, if there is room, holds a slot at once (synchronously, so concurrent
-   * calls cannot all squeeze under the limit). A probable replay of a counted order passes
-   * without a slot: StoreLink will return the existing order.
+   * calls cannot all squeeze under the limit). Every create needs one, retries included; a retry
+   * that StoreLink answers with `replayed: true` releases it.
    */
-  reserve(storeId: string, sku: string, token: ReplayToken): ReserveResult {
+  reserve(storeId: string, sku: string): ReserveResult {
     if (this.perHour <= 0) return { ok: true, reservation: NO_OP };
-    const now = this.#now();
-    const entries = this.#bucket(storeId, sku, now);
-
-    const tokenValue = `${token.kind}\u0000${token.value}`;
-    const probableReplay = entries.some(
-      (e) => e.token === tokenValue && (e.tokenKind === "key" || now - e.at < this.#replayWindowMs),
-    );
-    if (probableReplay) {
-      // If StoreLink creates after all (its window passed), the new order still counts.
-      return {
-        ok: true,
-        reservation: {
-          commit: () => entries.push({ at: this.#now(), token: tokenValue, tokenKind: token.kind }),
-          release: () => {},
-        },
-      };
-    }
+    const entries = this.#bucket(storeId, sku, this.#now());
     if (entries.length >= this.perHour) {
       return { ok: false, count: entries.length, limit: this.perHour };
     }
-    const entry: Entry = { at: now, token: tokenValue, tokenKind: token.kind };
+    const entry: Entry = { at: this.#now(), pending: true };
     entries.push(entry);
+    let settled = false;
     return {
       ok: true,
       reservation: {
-        commit: () => {},
+        commit: () => {
+          if (settled) return;
+          settled = true;
+          // The rolling hour runs from when the order was created, not from when the buyer
+          // started confirming it.
+          entry.at = this.#now();
+          entry.pending = false;
+        },
         release: () => {
+          if (settled) return;
+          settled = true;
           const index = entries.indexOf(entry);
           if (index >= 0) entries.splice(index, 1);
         },
@@ -106,7 +96,7 @@ export class OrderCap {
     }
     for (let i = entries.length - 1; i >= 0; i--) {
       const entry = entries[i];
-      if (entry && now - entry.at >= HOUR_MS) entries.splice(i, 1);
+      if (entry && !entry.pending && now - entry.at >= HOUR_MS) entries.splice(i, 1);
     }
     return entries;
   }

@@ -75,9 +75,7 @@ export function defaultDeps(overrides: Partial<ServerDeps> = {}, config?: Config
     storelink: overrides.storelink ?? createStoreLink(cfg()),
     keys: overrides.keys ?? new FileKeyProvider(cfg().keysFile),
     recorder: overrides.recorder ?? nullRecorder,
-    orderCap:
-      overrides.orderCap ??
-      new OrderCap({ perHour: cfg().orderCapPerHour, replayWindowMs: cfg().dedupeWindowMs }),
+    orderCap: overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour }),
     confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
     limiter: overrides.limiter,
   };

@@ -1,4 +1,31 @@
 import { inspect } from "node:util";
+import { KeySourceError } from "./provider.js";
+
+/**
+ * A key travels in the `X-StoreLink-Key` header, so it must be a string every hop carries byte
+ * for byte: visible ASCII (0x21-0x7E), nothing else. fetch refuses CR, LF, NUL and anything above
+ * U+00FF outright (it throws before connecting); U+0080-U+00FF would go out as single Latin-1
+ * bytes, i.e. not the UTF-8 the operator saved; spaces and tabs are legal but trimmed or folded
+ * by proxies, and inside a key they are a paste error. StoreLink keys are tokens (slk_<store>_..).
+ * Sources trim surrounding whitespace first (a secret saved with a trailing newline is fine).
+ */
+const SENDABLE_KEY = /^[\x21-\x7e]+$/;
+
+export const isSendableKey = (value: string): boolean => SENDABLE_KEY.test(value);
+
+/**
+ * A key source holds an entry for the store, but it is not a usable key (it could not be sent in
+ * a header). Not transient: the entry must be fixed. The reason never quotes the value.
+ */
+export class UnusableKeyError extends KeySourceError {
+  constructor(storeId: string, where: string) {
+    super(
+      storeId,
+      `${where} is not a usable key: only visible ASCII characters (no spaces, line breaks or other Unicode) can be sent to StoreLink`,
+      false,
+    );
+  }
+}
 
 /**
  * An opaque wrapper around one store's StoreLink API key.

@@ -1,5 +1,5 @@
 import { close, open, read } from "node:fs";
-import { ApiKey } from "./api-key.js";
+import { ApiKey, isSendableKey, UnusableKeyError } from "./api-key.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 
 /** One read of the file: its keys (null when there is no file), or why it could not be used. */
@@ -27,7 +27,11 @@ export class FileKeyProvider implements StoreKeyProvider {
     if (typeof value !== "string" || value.trim() === "") {
       throw new KeySourceError(storeId, "key file entry is not a non-empty string");
     }
-    return new ApiKey(value.trim());
+    const key = value.trim();
+    // Refused here, not at fetch: a key a header cannot carry would fail every call before it is
+    // sent, and the operator needs to hear "fix this entry", not "StoreLink unavailable".
+    if (!isSendableKey(key)) throw new UnusableKeyError(storeId, "key file entry");
+    return new ApiKey(key);
   }
 
   #shared(): Promise<Snapshot> {

@@ -1,5 +1,5 @@
 import { opsLog } from "../logging/ops.js";
-import { ApiKey } from "./api-key.js";
+import { ApiKey, isSendableKey, UnusableKeyError } from "./api-key.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 
 /**
@@ -137,12 +137,20 @@ export class SecretManagerKeyProvider implements StoreKeyProvider {
       typeof data === "string" ? data : Buffer.from(data ?? []).toString("utf8")
     ).trim();
     if (value === "") throw this.#fail(storeId, "secret payload is empty", false);
+    if (!isSendableKey(value)) throw this.#logged(new UnusableKeyError(storeId, "secret payload"));
     return new ApiKey(value);
   }
 
   #fail(storeId: string, reason: string, transient: boolean): KeySourceError {
+    return this.#logged(new KeySourceError(storeId, reason, transient));
+  }
+
+  #logged<E extends KeySourceError>(error: E): E {
     // The tool result says only "could not read the credentials"; operators need the category.
-    opsLog.warn({ store_id: storeId, reason }, "Secret Manager key lookup failed");
-    return new KeySourceError(storeId, reason, transient);
+    opsLog.warn(
+      { store_id: error.storeId, reason: error.reason },
+      "Secret Manager key lookup failed",
+    );
+    return error;
   }
 }

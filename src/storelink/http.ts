@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ApiKey } from "../keys/api-key.js";
+import { type ApiKey, isSendableKey, UnusableKeyError } from "../keys/api-key.js";
 import {
   type CreatedOrder,
   type Order,
@@ -52,7 +52,28 @@ const orderSchema = z.object({
   status: z.enum(["submitted", "picking", "dispatched", "delivered"]),
   created_at: z.string(),
 });
-const errorSchema = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+// Only `code` is read from an error body: `message` is free text, and no text StoreLink sends
+// ever goes into an error message or a log line (a StoreLink can echo the key it received).
+const errorSchema = z.object({ error: z.object({ code: z.string() }) });
+
+/** Every error code of the contract (openapi/storelink.yaml, components.schemas.Error). */
+const CONTRACT_CODES = new Set([
+  "invalid_request",
+  "unauthorized",
+  "unknown_store",
+  "unknown_sku",
+  "order_not_found",
+  "not_ranged",
+  "idempotency_conflict",
+  "unavailable",
+  "not_found",
+  "internal",
+]);
+
+/** A code from the body, if it is one of the contract's; anything else is this fixed word. */
+const UNRECOGNISED = "unrecognised";
+const contractCode = (code: string | undefined): string | undefined =>
+  code === undefined ? undefined : CONTRACT_CODES.has(code) ? code : UNRECOGNISED;
 
 /** Error codes of the contract that are domain errors, identical to the in-memory kinds. */
 const DOMAIN_CODES = new Set<StoreLinkErrorKind>([
@@ -160,7 +181,7 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     const ids = { storeId: request.store_id, sku: request.sku };
     const headers: Record<string, string> = {
       "content-type": "application/json",
-      [STORELINK_KEY_HEADER]: key.reveal(),
+      [STORELINK_KEY_HEADER]: keyHeader(key, ids),
     };
     if (request.idempotency_key !== undefined) {
       headers["Idempotency-Key"] = request.idempotency_key;
@@ -187,7 +208,7 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     ids: Ids,
   ): Promise<T> {
     const headers: Record<string, string> = { accept: "application/json" };
-    if (key) headers[STORELINK_KEY_HEADER] = key.reveal();
+    if (key) headers[STORELINK_KEY_HEADER] = keyHeader(key, ids);
     const response = await this.#send(`${this.#base}${path}`, { headers }, "read", ids);
     if (response.status !== 200) throw await this.#errorFrom(response, "read", ids);
     return this.#parse(response, schema, "read", ids);
@@ -222,7 +243,7 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     let code: string | undefined;
     try {
       const parsed = errorSchema.safeParse(await response.json());
-      if (parsed.success) code = parsed.data.error.code;
+      if (parsed.success) code = contractCode(parsed.data.error.code);
     } catch {
       // No usable body: decided by the status alone below.
     }
@@ -238,7 +259,8 @@ export class HttpStoreLinkClient implements StoreLinkClient {
       // Processed or not, we cannot tell: a write is uncertain, a read simply failed.
       return transportError(mode, new Failure(true, `HTTP ${response.status}`), ids);
     }
-    // Any other 4xx: StoreLink refused a request this client built, i.e. a bug here.
+    // Any other 4xx: StoreLink refused a request this client built, i.e. a bug here. Only the
+    // status and a contract code (or "unrecognised") go into the message.
     return new Error(
       `StoreLink refused the request with HTTP ${response.status}${code ? ` (${code})` : ""}.`,
     );
@@ -274,12 +296,29 @@ function messageFor(kind: StoreLinkErrorKind, ids: Ids): string {
   }
 }
 
+/**
+ * The key as a header value, or a credentials error naming the store. Key sources refuse such a
+ * key already; this keeps any other source (or a future one) from reaching fetch with it, where
+ * it would fail before connecting and, worse, in an error whose text quotes the value.
+ */
+function keyHeader(key: ApiKey, ids: Ids): string {
+  const value = key.reveal();
+  if (!isSendableKey(value)) throw new UnusableKeyError(ids.storeId ?? "?", "the key");
+  return value;
+}
+
 /** Decides whether a thrown fetch error happened before anything was sent. */
 function classify(error: unknown): Failure {
   const name = (error as { name?: string } | null)?.name;
   if (name === "TimeoutError" || name === "AbortError") {
     // The deadline may fire mid-connect or after the body left: it cannot prove "not sent".
     return new Failure(true, "timed out");
+  }
+  // fetch reports every network failure as TypeError("fetch failed") with the cause attached;
+  // any other TypeError comes from building the request (an invalid header value, URL or
+  // method) before a connection is opened. Its text can quote the header, so it is not kept.
+  if (error instanceof TypeError && error.message !== "fetch failed") {
+    return new Failure(false, "request refused before sending");
   }
   const code = causeCode(error);
   if (code !== undefined && NOT_SENT_CODES.has(code)) return new Failure(false, code);
@@ -290,7 +329,9 @@ function causeCode(error: unknown): string | undefined {
   let current: unknown = error;
   for (let depth = 0; depth < 4 && current && typeof current === "object"; depth += 1) {
     const code = (current as { code?: unknown }).code;
-    if (typeof code === "string") return code;
+    // Codes from undici or libc look like ECONNRESET or UND_ERR_SOCKET; anything else is not
+    // trusted into a message.
+    if (typeof code === "string") return /^[A-Z][A-Z0-9_]{1,39}$/.test(code) ? code : undefined;
     current = (current as { cause?: unknown }).cause;
   }
   return undefined;

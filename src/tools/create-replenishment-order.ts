@@ -2,7 +2,7 @@ import { z } from "zod";
 import { withStoreKey } from "../auth.js";
 import { ToolError, toToolError } from "../errors.js";
 import type { AuditOutcome } from "../logging/records.js";
-import type { ReplayToken, Reservation } from "../order-cap.js";
+import type { Reservation } from "../order-cap.js";
 import type { Sku, StockReading, Store } from "../storelink/client.js";
 import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
@@ -138,9 +138,21 @@ async function audit(
   );
 }
 
-/** Refusals before submission are REJECTED; a write that may have landed is UNCERTAIN. */
-function outcomeOf(error: ToolError): AuditOutcome {
-  return error.type === "outcome_unknown" || error.type === "internal" ? "UNCERTAIN" : "REJECTED";
+/**
+ * How far a create got: `checking` until the order is handed to StoreLink's createOrder (store,
+ * SKU, cap, confirmation, key lookup), `sent` from then on.
+ */
+type Stage = "checking" | "sent";
+
+/**
+ * Refusals before submission are REJECTED; a write that may have landed is UNCERTAIN. An
+ * unexpected error (`internal`) is UNCERTAIN only once the write was handed to createOrder:
+ * before that nothing can have been written.
+ */
+function outcomeOf(error: ToolError, stage: Stage): AuditOutcome {
+  if (error.type === "outcome_unknown") return "UNCERTAIN";
+  if (error.type === "internal" && stage === "sent") return "UNCERTAIN";
+  return "REJECTED";
 }
 
 const NO_RESERVATION: Reservation = { commit() {}, release() {} };
@@ -171,6 +183,69 @@ const readStock = (args: Input, ctx: ToolContext, item: Sku): Promise<StockReadi
     ctx.storelink.getStock(args.store_id, item.sku, key),
   );
 
+/** How much of the reason the confirmation shows; the audit line keeps all of it. */
+export const CONFIRM_REASON_MAX_CHARS = 200;
+
+/**
+ * Characters that could break the reason out of its one line or disguise it: C0 and C1 controls
+ * (with CR, LF, VT, FF and NEL), DEL, the Unicode line and paragraph separators, and the bidi
+ * embedding, override and isolate controls (which can make text read in another order), and
+ * lone surrogates (which some clients render as nothing).
+ */
+const unsafeInLine = (code: number): boolean =>
+  code <= 0x1f ||
+  (code >= 0x7f && code <= 0x9f) ||
+  code === 0x2028 ||
+  code === 0x2029 ||
+  code === 0x200e ||
+  code === 0x200f ||
+  (code >= 0x202a && code <= 0x202e) ||
+  (code >= 0x2066 && code <= 0x2069) ||
+  (code >= 0xd800 && code <= 0xdfff);
+
+/**
+ * The reason as one quoted line: every line break and control escaped as \uXXXX (so a reason
+ * cannot start a line of its own and imitate "Quantity: ..."), quotes and backslashes escaped
+ * (so it cannot close its quotes), and at most CONFIRM_REASON_MAX_CHARS characters shown.
+ */
+export function quotedLine(text: string, max = CONFIRM_REASON_MAX_CHARS): string {
+  const chars = Array.from(text);
+  const shown = chars.length > max ? chars.slice(0, max).join("") : text;
+  let escaped = "";
+  for (const c of shown) {
+    const code = c.codePointAt(0) ?? 0;
+    if (c === "\\" || c === '"') escaped += `\\${c}`;
+    else if (unsafeInLine(code)) escaped += `\\u${code.toString(16).padStart(4, "0")}`;
+    else escaped += c;
+  }
+  const more = chars.length - max;
+  return `"${escaped}"${more > 0 ? ` (${more} more characters not shown)` : ""}`;
+}
+
+/**
+ * What the buyer is asked to confirm. The facts (store, SKU, quantity) come first and again as
+ * the last line, where a client shows the tick box; the reason, which the agent wrote, is one
+ * quoted, capped line between them, labelled as the agent's words, so it can neither push the
+ * facts off screen nor pass for them.
+ */
+export function confirmationMessage(
+  args: Pick<Input, "quantity" | "reason">,
+  store: Store,
+  item: Sku,
+  stock: StockReading,
+): string {
+  const quantity = `${args.quantity}${item.unit === "kg" ? " kg" : ""}`;
+  return [
+    "Confirm this replenishment order. It loads a truck and cannot be cancelled here.",
+    `Store: ${store.store_id} (${store.name})`,
+    `SKU: ${item.sku} (${item.name})`,
+    `Quantity: ${quantity}`,
+    `Live stock: ${describeStock(stock)}`,
+    `Reason given by the agent (quoted, one line): ${quotedLine(args.reason)}`,
+    `You are confirming: ${amount(args.quantity, item)} for store ${store.store_id} (${store.name}).`,
+  ].join("\n");
+}
+
 /** Asks the buyer through the client; anything but an explicit yes means nothing is sent. */
 async function confirmWithBuyer(
   args: Input,
@@ -180,14 +255,7 @@ async function confirmWithBuyer(
   item: Sku,
 ): Promise<void> {
   const stock = await readStock(args, ctx, item);
-  const message = [
-    "Confirm this replenishment order. It loads a truck and cannot be cancelled here.",
-    `Store: ${store.store_id} (${store.name})`,
-    `SKU: ${item.sku} (${item.name})`,
-    `Quantity: ${args.quantity}${item.unit === "kg" ? " kg" : ""}`,
-    `Reason: ${args.reason}`,
-    `Live stock: ${describeStock(stock)}`,
-  ].join("\n");
+  const message = confirmationMessage(args, store, item, stock);
   let answer: string;
   try {
     const result = await elicit({
@@ -267,8 +335,9 @@ export const createReplenishmentOrder = defineTool({
     "to confirm with the buyer before anything is sent. Call it once per approved order with a",
     "fresh idempotency_key; if the result is outcome_unknown, retry only with the same key and",
     "parameters (the landed order comes back with replayed: true) or check",
-    "get_replenishment_status. An identical order without a key within a few minutes is also",
-    "returned rather than duplicated, and a per-hour limit per store and SKU guards against loops.",
+    "get_replenishment_status. Without a key nothing guarantees a repeat is recognised: it can",
+    "load a second truck. A per-hour limit per store and SKU guards against loops; retries count",
+    "towards it until StoreLink answers replayed: true.",
     'Returns order_id (RPL-<store>-<seq>), status "submitted" and a confirmation sentence to paste',
     "into Slack.",
     CALL_ORDER,
@@ -280,7 +349,7 @@ export const createReplenishmentOrder = defineTool({
     readOnlyHint: false,
     // Append-only: it adds an order and never destroys or overwrites data.
     destructiveHint: false,
-    // Only a repeat with the same idempotency_key (or within the dedupe window) is folded; a
+    // Only a repeat with the same idempotency_key is promised to fold (StoreLink's contract); a
     // client cannot rely on that for every repeat, so this stays false.
     idempotentHint: false,
     openWorldHint: false,
@@ -308,6 +377,7 @@ export const createReplenishmentOrder = defineTool({
       quantity: args.quantity,
       reason: args.reason,
     };
+    let stage: Stage = "checking";
     try {
       const [directory, item] = await Promise.all([
         storeDirectory(ctx),
@@ -317,14 +387,8 @@ export const createReplenishmentOrder = defineTool({
       if (!store) throw unknownStore(args.store_id, directory);
       if (args.dry_run === true) return await preview(args, ctx, store, item);
 
-      const token: ReplayToken =
-        args.idempotency_key === undefined
-          ? {
-              kind: "params",
-              value: JSON.stringify([args.store_id, item.sku, args.quantity, args.reason]),
-            }
-          : { kind: "key", value: `${args.store_id}\u0000${args.idempotency_key}` };
-      const held = ctx.orderCap?.reserve(store.store_id, item.sku, token) ?? {
+      // Every create holds a slot, retries too: the cap never counts on StoreLink folding one.
+      const held = ctx.orderCap?.reserve(store.store_id, item.sku) ?? {
         ok: true as const,
         reservation: NO_RESERVATION,
       };
@@ -333,8 +397,9 @@ export const createReplenishmentOrder = defineTool({
       let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
       try {
         if (ctx.elicit) await confirmWithBuyer(args, ctx, ctx.elicit, store, item);
-        created = await withStoreKey(ctx.keys, args.store_id, (key) =>
-          ctx.storelink.createOrder(
+        created = await withStoreKey(ctx.keys, args.store_id, (key) => {
+          stage = "sent";
+          return ctx.storelink.createOrder(
             {
               store_id: args.store_id,
               sku: item.sku,
@@ -345,12 +410,13 @@ export const createReplenishmentOrder = defineTool({
                 : { idempotency_key: args.idempotency_key }),
             },
             key,
-          ),
-        );
+          );
+        });
       } catch (error) {
         // An order that may have landed counts against the cap; a refusal does not.
-        if (outcomeOf(toToolError(error, ctx.requestId)) === "UNCERTAIN") held.reservation.commit();
-        else held.reservation.release();
+        if (outcomeOf(toToolError(error, ctx.requestId), stage) === "UNCERTAIN") {
+          held.reservation.commit();
+        } else held.reservation.release();
         throw error;
       }
       const { order, replayed } = created;
@@ -380,7 +446,7 @@ export const createReplenishmentOrder = defineTool({
     } catch (error) {
       const toolError = toToolError(error, ctx.requestId);
       const detail = args.dry_run === true ? `dry_run: ${toolError.message}` : toolError.message;
-      await audit(ctx, outcomeOf(toolError), auditArgs, null, detail);
+      await audit(ctx, outcomeOf(toolError, stage), auditArgs, null, detail);
       throw toolError;
     }
   },

@@ -67,7 +67,7 @@ export async function connect(
     recorder: overrides.recorder ?? recorder,
     // The loop guard is off unless a test passes one: tests that place many orders for the same
     // store and SKU are not about it. test/protocol/write-safety.test.ts covers it.
-    orderCap: overrides.orderCap ?? new OrderCap({ perHour: 0, replayWindowMs: 0 }),
+    orderCap: overrides.orderCap ?? new OrderCap({ perHour: 0 }),
   };
   const server = createServer(deps);
   const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();

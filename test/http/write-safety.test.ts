@@ -46,7 +46,7 @@ describe("write safety over stateless HTTP", () => {
       defaultDeps({
         keys: new MapKeyProvider(),
         recorder,
-        orderCap: new OrderCap({ perHour: 2, replayWindowMs: 600_000 }),
+        orderCap: new OrderCap({ perHour: 2 }),
       }),
     );
     const key = { idempotency_key: "http-approval-0001" };

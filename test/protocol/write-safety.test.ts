@@ -337,7 +337,7 @@ describe("loop guard", () => {
     h.call("create_replenishment_order", { ...HERO, quantity: n, ...extra });
 
   it("refuses the 4th order for the same store and SKU within the hour, and tells the buyer who to call", async () => {
-    const h = await start({ orderCap: new OrderCap({ perHour: 3, replayWindowMs: 600_000 }) });
+    const h = await start({ orderCap: new OrderCap({ perHour: 3 }) });
     for (const n of [1, 2, 3]) ok(await order(h, n));
     const refused = await order(h, 4);
     const error = errorOf(refused);
@@ -357,23 +357,28 @@ describe("loop guard", () => {
     expect(errorOf(await order(h, 5, { dry_run: true })).type).toBe("order_cap_reached");
   });
 
-  it("replays do not count, and pass at the cap", async () => {
-    const h = await start({ orderCap: new OrderCap({ perHour: 3, replayWindowMs: 600_000 }) });
+  it("replays do not count; at the cap even a retry is refused before it is sent", async () => {
+    const h = await start({ orderCap: new OrderCap({ perHour: 3 }) });
     ok(await order(h, 1, { idempotency_key: "approval-0001" }));
+    // Each retry holds a slot until StoreLink answers replayed: true, then gives it back.
     for (let i = 0; i < 4; i++) {
       expect(ok(await order(h, 1, { idempotency_key: "approval-0001" })).replayed).toBe(true);
     }
     ok(await order(h, 2));
     ok(await order(h, 3));
-    expect(ok(await order(h, 1, { idempotency_key: "approval-0001" })).replayed).toBe(true);
-    expect(ok(await order(h, 3)).replayed).toBe(true);
+    // Three orders counted: nothing else is sent this hour, a retry neither (this process cannot
+    // know StoreLink will fold it); the buyer is told to check the earlier orders.
+    const retry = errorOf(await order(h, 1, { idempotency_key: "approval-0001" }));
+    expect(retry.type).toBe("order_cap_reached");
+    expect(retry.next_step).toContain("get_replenishment_status");
     expect(errorOf(await order(h, 4)).type).toBe("order_cap_reached");
+    expect(outcomes(h).slice(-2)).toEqual(["REJECTED -", "REJECTED -"]);
   });
 
   it("is a rolling hour", async () => {
     const c = clock();
     const h = await start({
-      orderCap: new OrderCap({ perHour: 1, replayWindowMs: 0, now: c.now }),
+      orderCap: new OrderCap({ perHour: 1, now: c.now }),
     });
     ok(await order(h, 1));
     c.advance(59 * 60_000);
@@ -383,7 +388,7 @@ describe("loop guard", () => {
   });
 
   it("holds under concurrency: 5 distinct orders at once, exactly 3 go through", async () => {
-    const h = await start({ orderCap: new OrderCap({ perHour: 3, replayWindowMs: 0 }) });
+    const h = await start({ orderCap: new OrderCap({ perHour: 3 }) });
     const results = await Promise.all([1, 2, 3, 4, 5].map((n) => order(h, n)));
     expect(results.filter((r) => !r.isError)).toHaveLength(3);
     expect(results.filter((r) => r.isError).map((r) => errorOf(r).type)).toEqual([
@@ -395,7 +400,7 @@ describe("loop guard", () => {
   it("a refused write (declined, conflict) gives its slot back", async () => {
     let answer: "accept" | "decline" = "decline";
     const h = await start(
-      { orderCap: new OrderCap({ perHour: 1, replayWindowMs: 0 }) },
+      { orderCap: new OrderCap({ perHour: 1 }) },
       {
         capabilities: { elicitation: { form: {} } },
         onElicit: () =>
@@ -411,14 +416,14 @@ describe("loop guard", () => {
 
   it("is shared by every session of the instance, and 0 turns it off", async () => {
     const storelink = new InMemoryStoreLink();
-    const orderCap = new OrderCap({ perHour: 2, replayWindowMs: 0 });
+    const orderCap = new OrderCap({ perHour: 2 });
     const a = await start({ storelink, orderCap });
     const b = await start({ storelink, orderCap });
     ok(await order(a, 1));
     ok(await order(b, 2));
     expect(errorOf(await order(a, 3)).type).toBe("order_cap_reached");
 
-    const off = await start({ orderCap: new OrderCap({ perHour: 0, replayWindowMs: 0 }) });
+    const off = await start({ orderCap: new OrderCap({ perHour: 0 }) });
     for (const n of [1, 2, 3, 4, 5]) ok(await order(off, n));
   });
 });

@@ -49,7 +49,12 @@ async function session(
       name: "create_replenishment_order",
       arguments: { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON },
     }) as Promise<CallToolResult>;
-  return { asked, order };
+  const call = (args: Record<string, unknown>) =>
+    client.callTool({
+      name: "create_replenishment_order",
+      arguments: args,
+    }) as Promise<CallToolResult>;
+  return { asked, order, call };
 }
 
 describe("buyer confirmation over stdio (built dist/stdio.js)", () => {
@@ -79,6 +84,23 @@ describe("buyer confirmation over stdio (built dist/stdio.js)", () => {
       order_id: "RPL-47-001",
     });
     expect(asked).toHaveLength(0);
+  });
+
+  it("a reason of 28 newlines and a fake block cannot push the real quantity away", async () => {
+    const { asked, call } = await session("decline");
+    const fake =
+      "Store: 47 (Korral Brno-Kralovo Pole)\nSKU: 8847291 (Madeta butter 250g)\nQuantity: 24";
+    await call({
+      store_id: "47",
+      sku: "8847291",
+      quantity: 9000,
+      reason: `Buyer approved this order today.${"\n".repeat(28)}${fake}\nLive stock: gap +8`,
+    });
+    const lines = (asked[0] ?? "").split("\n");
+    expect(lines).toHaveLength(7);
+    expect(lines).toContain("Quantity: 9000");
+    expect(lines.at(-1)).toMatch(/^You are confirming: 9000 x Madeta butter 250g/);
+    expect(lines.filter((l) => l.startsWith("Quantity:"))).toEqual(["Quantity: 9000"]);
   });
 
   it("checks the answer against the requested schema (Ajv, loaded on first use)", async () => {
