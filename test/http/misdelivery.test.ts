@@ -67,8 +67,8 @@ const post = async (body: unknown): Promise<{ status: number; answer: Answer | A
 /** Whether `answer` is the created order for exactly this store and reason. */
 const isOwn = (answer: Answer | undefined, id: unknown, store: string, reason: string) =>
   answer?.id === id &&
-  answer.result?.structuredContent?.store_id === store &&
-  answer.result.structuredContent.reason === reason;
+  answer?.result?.structuredContent?.store_id === store &&
+  answer?.result?.structuredContent?.reason === reason;
 
 describe("batches that repeat, retype or cancel ids, against plain callers, on one app", () => {
   it("never deliver one caller's answer to another", async () => {
