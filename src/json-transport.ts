@@ -29,9 +29,10 @@ const CANCELLED = Symbol("cancelled");
  * written straight onto Node's request and response. The SDK version converts every request to a
  * WHATWG Request and every answer back from a WHATWG Response (via @hono/node-server and undici),
  * which cost more CPU than the protocol work itself. The checks, status codes and bodies below
- * mirror the SDK's `handlePostRequest` (1.32) one for one, plus three refusals of its own (a
- * body nested too deep, a batch that repeats a request id, see `handle`); test/http/transport.test.ts
- * holds them.
+ * mirror the SDK's `handlePostRequest` (1.32) one for one (test/http/transport.test.ts holds
+ * them), except that: a body nested deeper than MAX_BODY_DEPTH and a batch that repeats a request
+ * id are refused; a request cancelled in its own batch is not waited for; and a client's
+ * responses are not dispatched (see `handle`).
  *
  * A transport stays connected to its server and answers one POST at a time (`handle`, then `end`),
  * so the server is not reconnected per request: connecting and closing a `Protocol` cost about a
@@ -246,17 +247,22 @@ const parseMessage = (m: unknown): JSONRPCMessage => JSONRPCMessageSchema.parse(
 
 /**
  * Whether `value` nests more than `limit` arrays and objects deep. Recursive, but never deeper
- * than `limit`, so it cannot overflow the stack itself; no allocation.
+ * than `limit`, so it cannot overflow the stack itself; no allocation (for...in, not
+ * Object.keys), no call for a primitive: about 0.25 us for a typical tools/call body.
  */
 export function tooDeep(value: unknown, limit: number): boolean {
   if (value === null || typeof value !== "object") return false;
   if (limit === 0) return true;
   if (Array.isArray(value)) {
-    for (const item of value) if (tooDeep(item, limit - 1)) return true;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (item !== null && typeof item === "object" && tooDeep(item, limit - 1)) return true;
+    }
     return false;
   }
   for (const key in value) {
-    if (tooDeep((value as Record<string, unknown>)[key], limit - 1)) return true;
+    const item = (value as Record<string, unknown>)[key];
+    if (item !== null && typeof item === "object" && tooDeep(item, limit - 1)) return true;
   }
   return false;
 }
