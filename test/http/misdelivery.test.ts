@@ -130,10 +130,10 @@ describe("batches that repeat, retype or cancel ids, against plain callers, on o
     };
     await Promise.all([repeater(1), repeater(2), other(3), victim(1), victim(2), victim(3)]);
 
-    expect(victimAnswers).toBeGreaterThan(20);
+    expect(victimAnswers).toBeGreaterThan(10);
     expect(misdelivered).toEqual([]);
     expect(wrong).toEqual([]);
-    expect(duplicatesRefused).toBeGreaterThan(3);
+    expect(duplicatesRefused).toBeGreaterThan(1);
     // A refused batch ran nothing: no order, no trace, no audit line carries its text.
     const refused = (text: string) => text.includes("repeated-id");
     expect(landed.landed.filter((o) => refused(JSON.stringify(o)))).toEqual([]);
