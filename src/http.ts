@@ -75,11 +75,10 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
       const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
       try {
         const pooled = await servers.acquire();
-        // An initialize request leaves that client's capabilities on the server: never reuse it.
-        const reusable = !isInitialize(req.body);
+        // The transport decides on release whether the server may serve again: not after an
+        // initialize, a failed dispatch, or while any handler it started may still be running.
+        res.once("close", () => servers.release(pooled));
         pooled.transport.handle(req, res, req.body, auth);
-        // After handle(): had it thrown, this server is not known to be idle and is not pooled.
-        res.once("close", () => servers.release(pooled, reusable));
       } catch (error) {
         opsLog.error({ err: error }, "MCP request failed");
         rpcError(res, 500, -32603, "Internal server error");
@@ -119,11 +118,6 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   });
   return app;
 }
-
-const isInitialize = (body: unknown): boolean =>
-  Array.isArray(body)
-    ? body.some(isInitialize)
-    : (body as { method?: unknown } | null)?.method === "initialize";
 
 /**
  * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT.

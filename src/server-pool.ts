@@ -11,8 +11,8 @@ export interface PooledServer {
  * Prebuilt, connected MCP servers for the stateless HTTP path. Each request borrows one for
  * itself alone (a server shared by concurrent requests fails with "Already connected to a
  * transport" as soon as a tool awaits anything, and mixes up request ids) and gives it back once
- * every request in its POST has been answered. The pool grows to the peak concurrency and keeps
- * at most `maxIdle`.
+ * every handler the server ever started has sent its answer. The pool grows to the peak
+ * concurrency and keeps at most `maxIdle`.
  */
 export class ServerPool {
   private readonly idle: PooledServer[] = [];
@@ -31,9 +31,10 @@ export class ServerPool {
   }
 
   /**
-   * Ends the borrower's POST. A server whose requests were all answered goes back to the pool;
-   * any other (a client gone mid-call, or `keep` false) is closed, which aborts its handlers and
-   * drops their late answers, and is never used again.
+   * Ends the borrower's POST. A server whose handlers have all settled (`transport.end()`) goes
+   * back to the pool; any other (a client gone mid-call, a request cancelled in its batch, an
+   * initialize, or `keep` false) is closed, which aborts its handlers and drops their late
+   * answers, and is never used again.
    */
   release(pooled: PooledServer, keep = true): void {
     const settled = pooled.transport.end();

@@ -4,6 +4,7 @@ import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { createApp } from "../../src/http.js";
+import { MAX_BODY_DEPTH } from "../../src/json-transport.js";
 import {
   anyValue,
   arbitraryArgs,
@@ -25,13 +26,14 @@ import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 let server: Server;
 let storelink: ScriptedStoreLink;
+const recorder = new MemoryRecorder();
 
 beforeAll(async () => {
   storelink = new ScriptedStoreLink();
   const app = createApp({
     storelink,
     keys: new MapKeyProvider(),
-    recorder: new MemoryRecorder(),
+    recorder,
   });
   server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, "127.0.0.1", () => resolve(s));
@@ -216,6 +218,117 @@ describe("raw HTTP bodies: property-based, against createApp", () => {
         },
       ),
       { numRuns: 5 },
+    );
+  });
+
+  it("nesting past the depth limit, anywhere in a message, is a 400 and runs nothing", async () => {
+    const place = fc.constantFrom(
+      (deep: unknown) => deep,
+      (deep: unknown) => [{ jsonrpc: "2.0", id: 1, method: "ping" }, deep],
+      (deep: unknown) => ({ jsonrpc: "2.0", id: 1, method: "ping", params: { deep } }),
+      (deep: unknown) => toolCall(1, "create_replenishment_order", { ...validOrder(), deep }),
+      (deep: unknown) => toolCall(1, "lookup_sku", { query: deep }),
+      (deep: unknown) => ({
+        ...toolCall(1, "lookup_sku", { query: "milk" }),
+        params: { name: "lookup_sku", arguments: { query: "milk" }, _meta: { deep } },
+      }),
+      (deep: unknown) => ({ jsonrpc: "2.0", method: "notifications/x", params: { deep } }),
+      (deep: unknown) => ({ jsonrpc: "2.0", id: 1, result: { deep } }),
+    );
+    // Each level an array, an object, or an object key among siblings, chosen per level.
+    const level = fc.constantFrom(
+      (inner: unknown) => [inner],
+      (inner: unknown) => ({ a: inner }),
+      (inner: unknown) => ({ x: 1, y: [2, 3], z: inner }),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        place,
+        fc.array(level, { minLength: MAX_BODY_DEPTH + 1, maxLength: 3_000 }),
+        async (at, levels) => {
+          const before = { landed: storelink.landed.length, traces: recorder.traces.length };
+          let deep: unknown = "leaf";
+          for (const wrap of levels) deep = wrap(deep);
+          const { status, messages } = await postAndCheck(JSON.stringify(at(deep)));
+          expect(status).toBe(400);
+          expect(messages[0]?.error?.code).toBe(-32600);
+          expect(storelink.landed.length).toBe(before.landed);
+          expect(recorder.traces.length).toBe(before.traces);
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+
+  it("a batch over the SDK's 100 messages is a 400 whatever it holds; one of 100 is served", async () => {
+    const item = fc.constantFrom<unknown>(
+      { jsonrpc: "2.0", id: 1, method: "ping" },
+      { jsonrpc: "2.0", method: "notifications/x" },
+      toolCall(1, "create_replenishment_order", validOrder()),
+      1,
+      [],
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 101, max: 30_000 }), item, async (size, each) => {
+        const landed = storelink.landed.length;
+        const { status } = await postAndCheck(JSON.stringify(Array(size).fill(each)));
+        // 413 when the batch is also over the body limit.
+        expect([400, 413]).toContain(status);
+        expect(storelink.landed.length).toBe(landed);
+      }),
+      { numRuns: 15 },
+    );
+    const full = Array.from({ length: 100 }, (_, i) => ({ jsonrpc: "2.0", id: i, method: "ping" }));
+    const { status, messages } = await postAndCheck(JSON.stringify(full));
+    expect(status).toBe(200);
+    expect(messages.map((m) => (m as { id?: unknown }).id)).toEqual(full.map((m) => m.id));
+  });
+
+  it("a batch that repeats a request id among notifications is refused whole; any other is answered once per id", async () => {
+    // Ids that look alike but differ (1 and "1"), and 0, which a cancellation cannot name.
+    const id = fc.constantFrom<number | string>(0, 1, "1", 2, "02", "a");
+    const message = fc.oneof(
+      id.map((i) => ({
+        kind: "request" as const,
+        id: i,
+        body: { jsonrpc: "2.0", id: i, method: "ping" },
+      })),
+      id.map((i) => ({
+        kind: "request" as const,
+        id: i,
+        body: { ...toolCall(0, "lookup_sku", { query: "milk" }), id: i },
+      })),
+      fc.constant({
+        kind: "notification" as const,
+        body: { jsonrpc: "2.0", method: "notifications/initialized" },
+      }),
+      id.map((i) => ({
+        kind: "cancel" as const,
+        id: i,
+        body: { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: i } },
+      })),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(message, { minLength: 1, maxLength: 8 }), async (batch) => {
+        const traces = recorder.traces.length;
+        const requestIds = batch.flatMap((m) => (m.kind === "request" ? [m.id] : []));
+        const repeated = new Set(requestIds).size < requestIds.length;
+        const cancelled = new Set(
+          batch.flatMap((m) => (m.kind === "cancel" && m.id ? [m.id] : [])),
+        );
+        const { status, messages } = await postAndCheck(JSON.stringify(batch.map((m) => m.body)));
+        const ids = messages.map((m) => (m as { id?: unknown }).id);
+        if (repeated) {
+          expect(status).toBe(400);
+          expect(messages).toMatchObject([{ id: null, error: { code: -32600 } }]);
+          expect(recorder.traces.length).toBe(traces);
+        } else {
+          const expected = requestIds.filter((i) => !cancelled.has(i));
+          expect(status).toBe(expected.length === 0 ? 202 : 200);
+          expect(ids).toEqual(expected);
+        }
+      }),
+      RUNS,
     );
   });
 
