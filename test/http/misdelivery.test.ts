@@ -32,7 +32,7 @@ beforeAll(async () => {
         keys: new MapKeyProvider(),
         recorder,
         // The hourly cap would stop the loops; it is not what this test is about.
-        orderCap: new OrderCap({ perHour: 0, replayWindowMs: 0 }),
+        orderCap: new OrderCap({ perHour: 0 }),
       }),
     ),
   );

@@ -22,7 +22,7 @@ function setUp() {
       storelink,
       keys: new MapKeyProvider(),
       recorder,
-      orderCap: new OrderCap({ perHour: 0, replayWindowMs: 0 }),
+      orderCap: new OrderCap({ perHour: 0 }),
     }),
   );
   return { storelink, recorder, pool };
