@@ -1,0 +1,87 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { validateManifest } from "@anthropic-ai/mcpb";
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { connect, type Harness } from "../helpers/harness.js";
+
+/**
+ * manifest.json (the desktop bundle's) stays in step with package.json and with what the server
+ * really lists. When a tool or the version changes, update manifest.json as the messages say.
+ */
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const read = (file: string) => JSON.parse(readFileSync(join(ROOT, file), "utf8"));
+
+/** An mcpb substitution variable, `${name}` in the manifest, replaced by the host at start. */
+const mcpbVar = (name: string) => `\${${name}}`;
+
+/** The manifest's tool description: the first two sentences of the server's own. */
+function summary(description: string): string {
+  return description
+    .split(/(?<!\be\.g|\bi\.e)(?<=\.)\s+/)
+    .slice(0, 2)
+    .join(" ");
+}
+
+describe("manifest.json", () => {
+  const manifest = read("manifest.json");
+  const pkg = read("package.json");
+  let harness: Harness;
+  let tools: Tool[];
+
+  beforeAll(async () => {
+    harness = await connect();
+    tools = (await harness.client.listTools()).tools;
+  });
+  afterAll(() => harness.close());
+
+  it("passes the mcpb CLI's validation (also a CI step)", () => {
+    // validateManifest reports on the console: keep it out of the test output.
+    const printed: unknown[] = [];
+    const spies = [vi.spyOn(console, "log"), vi.spyOn(console, "error")];
+    for (const spy of spies) spy.mockImplementation((...args) => printed.push(args));
+    try {
+      expect(validateManifest(join(ROOT, "manifest.json")), JSON.stringify(printed)).toBe(true);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  });
+
+  it("carries package.json's version and description", () => {
+    expect(manifest.version, "set manifest.json's version to package.json's").toBe(pkg.version);
+    expect(manifest.description).toBe(pkg.description);
+  });
+
+  it("lists the server's tools with the first two sentences of their descriptions", () => {
+    expect(manifest.tools, "copy each tool's name and summary into manifest.json").toEqual(
+      tools.map((tool) => ({ name: tool.name, description: summary(tool.description ?? "") })),
+    );
+    expect(manifest.tools).toHaveLength(4);
+  });
+
+  it("starts the stdio entry with node, settings passed as the variables config.ts reads", () => {
+    expect(manifest.server.type).toBe("node");
+    expect(manifest.server.entry_point).toBe("dist/stdio.js");
+    expect(manifest.server.mcp_config.command).toBe("node");
+    expect(manifest.server.mcp_config.args).toEqual([`${mcpbVar("__dirname")}/dist/stdio.js`]);
+    expect(manifest.server.mcp_config.env).toEqual({
+      KORRAL_KEYS_FILE: mcpbVar("user_config.keys_file"),
+      KORRAL_LOG_DIR: mcpbVar("user_config.log_dir"),
+      STORELINK_URL: mcpbVar("user_config.storelink_url"),
+    });
+    const config = readFileSync(join(ROOT, "src/config.ts"), "utf8");
+    for (const name of Object.keys(manifest.server.mcp_config.env)) {
+      expect(config).toContain(`${name}:`);
+    }
+  });
+
+  it("asks for the key file and log folder, and leaves the StoreLink URL optional", () => {
+    const { keys_file, log_dir, storelink_url } = manifest.user_config;
+    expect(keys_file).toMatchObject({ type: "file", required: true });
+    expect(log_dir).toMatchObject({ type: "directory", required: true });
+    // An empty default: an optional setting left unset must not reach the server as the literal
+    // variable text (mcpb substitutes only values it has); empty reads as unset.
+    expect(storelink_url).toMatchObject({ type: "string", required: false, default: "" });
+  });
+});
