@@ -44,7 +44,9 @@ const keyOf47 = async () => new ApiKey(SEED_ACCEPTED_KEYS["47"] as string);
 
 describe("StoreLink over HTTP: faults on the write, through the protocol", () => {
   it("deadline passes after the order was applied: outcome_unknown, UNCERTAIN, and a same-key resend returns it", async () => {
-    const { h, landed } = await setUp({ cutAfterOrders: 0, stallAfterOrders: 1 }, 300);
+    // The deadline covers the reads before the write too: generous enough for a loaded CI
+    // machine (300 ms made them fail as storelink_unavailable), short enough to keep the test quick.
+    const { h, landed } = await setUp({ cutAfterOrders: 0, stallAfterOrders: 1 }, 1_500);
     const order = { ...validOrder("47"), idempotency_key: "load-test-7f3a-0001" };
     const first = await h.call("create_replenishment_order", order);
     expect(errorOf(first)).toMatchObject({ type: "outcome_unknown", retryable: false });
