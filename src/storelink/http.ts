@@ -139,18 +139,18 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     return body.skus;
   }
 
-  getSku(sku: string): Promise<Sku> {
+  async getSku(sku: string): Promise<Sku> {
     return this.#read(`/v1/skus/${seg(sku)}`, undefined, skuSchema, { sku });
   }
 
-  getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
+  async getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
     return this.#read(`/v1/stores/${seg(storeId)}/stock/${seg(sku)}`, key, stockSchema, {
       storeId,
       sku,
     });
   }
 
-  getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
+  async getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
     return this.#read(`/v1/stores/${seg(storeId)}/orders/${seg(orderId)}`, key, orderSchema, {
       storeId,
       orderId,
@@ -257,7 +257,8 @@ interface Ids {
 /**
  * Path segments are ids from the model. Encoding alone is not enough: encodeURIComponent leaves
  * `.` and `..` as they are and URL normalisation resolves them, changing the route. So an id
- * outside the shared rule (ids.ts) is refused here, before any request is built or sent.
+ * outside the shared rule (ids.ts) is refused here, before any request is built or sent. The
+ * methods calling it are async, so the refusal is a rejected promise, never a synchronous throw.
  */
 const seg = (value: string): string => encodeURIComponent(checkId(value));
 
