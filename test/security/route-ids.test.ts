@@ -293,3 +293,34 @@ describe("lookup_sku's free-text query is encoded, not routed", () => {
     expect(memory).toEqual(http);
   });
 });
+
+describe("the emulator refuses ids outside the rule from clients that do not check them", () => {
+  it("answers 400 invalid_request (never 500, which reads as 'may have landed') and creates nothing", async () => {
+    const storelink = new InMemoryStoreLink();
+    const emulator = await startRecordingStoreLink(storelink);
+    try {
+      const headers = { "X-StoreLink-Key": SEED_ACCEPTED_KEYS["47"] as string };
+      const reads = [
+        "/v1/skus/a%20b",
+        "/v1/stores/47/stock/8847291%00",
+        "/v1/stores/4%2F7/orders/x",
+      ];
+      for (const path of reads) {
+        const res = await fetch(`${emulator.url}${path}`, { headers });
+        expect(res.status, path).toBe(400);
+        expect(await res.json()).toMatchObject({ error: { code: "invalid_request" } });
+      }
+      const write = await fetch(`${emulator.url}/v1/stores/47/orders`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ ...validOrder(), store_id: undefined, sku: "../8847291" }),
+      });
+      expect(write.status).toBe(400);
+      // Nothing was created: the first valid order is still number 001.
+      const created = await storelink.createOrder(validOrder(), key47);
+      expect(created.order.order_id).toBe("RPL-47-001");
+    } finally {
+      await emulator.close();
+    }
+  });
+});
