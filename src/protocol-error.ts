@@ -20,7 +20,7 @@ export class ProtocolError extends Error {
 }
 
 /** Removes the "MCP error <code>: " prefixes an McpError put in front of a wire message. */
-export function withoutMcpPrefix(code: number, message: string): string {
+function withoutMcpPrefix(code: number, message: string): string {
   const prefix = `MCP error ${code}: `;
   let text = message;
   while (text.startsWith(prefix)) text = text.slice(prefix.length);
