@@ -4,8 +4,8 @@ import {
   GetPromptRequestSchema,
   type GetPromptResult,
   ListPromptsRequestSchema,
-  McpError,
 } from "@modelcontextprotocol/sdk/types.js";
+import { ProtocolError } from "./protocol-error.js";
 import { STORE_DIRECTORY_TEXT } from "./storelink/directory.js";
 import { GAP_SEMANTICS, NOT_SUPPORTED } from "./tools/boundaries.js";
 
@@ -61,14 +61,14 @@ export function registerPrompts(server: Server): void {
   server.setRequestHandler(ListPromptsRequestSchema, () => ({ prompts: [PROMPT] }));
   server.setRequestHandler(GetPromptRequestSchema, (request): GetPromptResult => {
     if (request.params.name !== REPLENISHMENT_CHECK) {
-      throw new McpError(
+      throw new ProtocolError(
         ErrorCode.InvalidParams,
         `Unknown prompt ${request.params.name}. Available: ${REPLENISHMENT_CHECK}`,
       );
     }
     const product = request.params.arguments?.product;
     if (!product?.trim()) {
-      throw new McpError(ErrorCode.InvalidParams, 'Missing required argument "product".');
+      throw new ProtocolError(ErrorCode.InvalidParams, 'Missing required argument "product".');
     }
     return {
       description: PROMPT.description,

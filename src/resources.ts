@@ -1,9 +1,10 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   ListResourcesRequestSchema,
-  McpError,
+  ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
+import { ProtocolError } from "./protocol-error.js";
 import type { ServerDeps } from "./tools/define.js";
 
 const RESOURCE_NOT_FOUND = -32002;
@@ -23,10 +24,13 @@ const STORES_RESOURCE = {
 /** The store directory as an MCP resource, read live from StoreLink's directory (no key needed). */
 export function registerResources(server: Server, deps: ServerDeps): void {
   server.setRequestHandler(ListResourcesRequestSchema, () => ({ resources: [STORES_RESOURCE] }));
+  // No templates, but declaring `resources` promises this method: Inspector, the SDK v2 client
+  // and the Python SDK call it and report -32601 as a failure.
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [] }));
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     if (request.params.uri !== STORES_URI) {
       // -32002 is the spec's "resource not found".
-      throw new McpError(
+      throw new ProtocolError(
         RESOURCE_NOT_FOUND,
         `Unknown resource ${request.params.uri}. Available: ${STORES_URI}`,
       );

@@ -1,11 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   type CallToolRequest,
   type CallToolResult,
   ErrorCode,
   ListToolsRequestSchema,
-  McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
@@ -20,6 +19,7 @@ import { nullRecorder } from "./logging/records.js";
 import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
 import { OrderCap } from "./order-cap.js";
 import { registerPrompts } from "./prompts.js";
+import { ProtocolError, WireServer } from "./protocol-error.js";
 import { registerResources } from "./resources.js";
 import { createStoreLink } from "./storelink/index.js";
 import type { Elicit, ServerDeps, ToolContext } from "./tools/define.js";
@@ -105,7 +105,7 @@ export async function callTool(
 ): Promise<CallToolResult> {
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
-    throw new McpError(
+    throw new ProtocolError(
       ErrorCode.InvalidParams,
       `Unknown tool: ${name}. Available: ${[...TOOLS_BY_NAME.keys()].join(", ")}`,
     );
@@ -178,7 +178,7 @@ export async function callTool(
  */
 export function createServer(overrides: Partial<ServerDeps> = {}): Server {
   const deps = defaultDeps(overrides);
-  const server = new Server(
+  const server = new WireServer(
     { name: SERVER_NAME, version: SERVER_VERSION },
     {
       capabilities: {

@@ -7,6 +7,7 @@ import { ConfigError, parseEnv } from "./config.js";
 import { ApiKey } from "./keys/api-key.js";
 import { isStoreLinkError, type StoreLinkErrorKind } from "./storelink/client.js";
 import { STORELINK_KEY_HEADER } from "./storelink/http.js";
+import { InvalidIdError } from "./storelink/ids.js";
 import { InMemoryStoreLink } from "./storelink/memory.js";
 
 /**
@@ -84,6 +85,9 @@ const route =
     handler(req, res).catch((error: unknown) => {
       if (isStoreLinkError(error)) {
         sendError(res, STATUS[error.kind], error.kind, error.message);
+      } else if (error instanceof InvalidIdError) {
+        // An id outside the shared rule, from a client that does not check it: refused, not 500.
+        sendError(res, 400, "invalid_request", "Ids must be letters, digits, - and _ only.");
       } else {
         next(error);
       }

@@ -11,6 +11,7 @@ import {
   StoreLinkError,
   type StoreLinkErrorKind,
 } from "./client.js";
+import { checkId } from "./ids.js";
 
 export const STORELINK_KEY_HEADER = "X-StoreLink-Key";
 
@@ -152,25 +153,25 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   }
 
   async lookupSku(query: string): Promise<Sku[]> {
-    const path = `/v1/skus?q=${encodeURIComponent(query)}`;
+    const path = `/v1/skus?q=${queryText(query)}`;
     const body = await this.#read(path, undefined, z.object({ skus: z.array(skuSchema) }), {
       subject: "the catalogue",
     });
     return body.skus;
   }
 
-  getSku(sku: string): Promise<Sku> {
+  async getSku(sku: string): Promise<Sku> {
     return this.#read(`/v1/skus/${seg(sku)}`, undefined, skuSchema, { sku });
   }
 
-  getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
+  async getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
     return this.#read(`/v1/stores/${seg(storeId)}/stock/${seg(sku)}`, key, stockSchema, {
       storeId,
       sku,
     });
   }
 
-  getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
+  async getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
     return this.#read(`/v1/stores/${seg(storeId)}/orders/${seg(orderId)}`, key, orderSchema, {
       storeId,
       orderId,
@@ -178,6 +179,7 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   }
 
   async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
+    checkId(request.sku); // In the body, not the route, but the rule is the same as in-memory.
     const ids = { storeId: request.store_id, sku: request.sku };
     const headers: Record<string, string> = {
       "content-type": "application/json",
@@ -274,8 +276,26 @@ interface Ids {
   subject?: string;
 }
 
-/** Path segments are ids from the model: encode them so `../` or `?` cannot change the route. */
-const seg = (value: string): string => encodeURIComponent(value);
+/**
+ * Path segments are ids from the model. Encoding alone is not enough: encodeURIComponent leaves
+ * `.` and `..` as they are and URL normalisation resolves them, changing the route. So an id
+ * outside the shared rule (ids.ts) is refused here, before any request is built or sent. The
+ * methods calling it are async, so the refusal is a rejected promise, never a synchronous throw.
+ */
+const seg = (value: string): string => encodeURIComponent(checkId(value));
+
+/**
+ * Free text for a query string. encodeURIComponent throws on a lone surrogate, which would turn
+ * a model's odd query into an internal error: replace those with U+FFFD first, as
+ * URLSearchParams does.
+ */
+const queryText = (value: string): string =>
+  encodeURIComponent(
+    value.replace(
+      /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
+      "\uFFFD",
+    ),
+  );
 
 function messageFor(kind: StoreLinkErrorKind, ids: Ids): string {
   switch (kind) {

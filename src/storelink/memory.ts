@@ -9,6 +9,7 @@ import {
   type StoreLinkClient,
   StoreLinkError,
 } from "./client.js";
+import { checkId } from "./ids.js";
 import { SEED_ACCEPTED_KEYS, SEED_SKUS, SEED_STOCK, SEED_STORES } from "./seed.js";
 
 /** How long an identical request without an idempotency key is folded into the first. */
@@ -24,6 +25,7 @@ export interface InMemoryStoreLinkOptions {
 /**
  * The seeded, in-process StoreLink. Orders live for the life of the process: one instance is
  * shared by every request of a process so an order made in one call is read back in the next.
+ * Ids are checked by the same rule as the HTTP client's (ids.ts), so both refuse the same ids.
  */
 export class InMemoryStoreLink implements StoreLinkClient {
   readonly #acceptedKeys: Readonly<Record<string, string>>;
@@ -56,12 +58,15 @@ export class InMemoryStoreLink implements StoreLinkClient {
   }
 
   async getSku(sku: string): Promise<Sku> {
+    checkId(sku);
     const found = this.#skus.get(sku);
     if (!found) throw new StoreLinkError("unknown_sku", `Unknown SKU ${sku}.`);
     return { ...found };
   }
 
   async getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
+    checkId(storeId);
+    checkId(sku);
     this.#authenticate(storeId, key);
     const [onHand, sold] = this.#ranged(storeId, sku);
     return {
@@ -80,6 +85,8 @@ export class InMemoryStoreLink implements StoreLinkClient {
    * The body has no await, so concurrent identical requests cannot both create.
    */
   async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
+    checkId(request.store_id);
+    checkId(request.sku);
     this.#authenticate(request.store_id, key);
     this.#ranged(request.store_id, request.sku);
 
@@ -133,6 +140,8 @@ export class InMemoryStoreLink implements StoreLinkClient {
   }
 
   async getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
+    checkId(storeId);
+    checkId(orderId);
     this.#authenticate(storeId, key);
     const order = this.#orders.get(orderId);
     // Scope check: another store's order is indistinguishable from one that does not exist.

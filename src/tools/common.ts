@@ -1,21 +1,81 @@
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import type { Store } from "../storelink/client.js";
+import { ID_PATTERN, ID_RULE } from "../storelink/ids.js";
 import type { ToolContext } from "./define.js";
 
-export const storeIdSchema = z
-  .string()
-  .trim()
-  .min(1, "must not be empty")
-  .max(32, "must be at most 32 characters")
-  .describe('Korral store id, a string such as "47"');
+/**
+ * A whole number where text is expected. Models and the Inspector CLI send `sku=8847291` as the
+ * number 8847291; its decimal text is the id. Only non-negative safe integers: a float, a negative
+ * number or one past 2^53 has no exact decimal text worth trusting, so it stays refused.
+ */
+const wholeNumber = z
+  .int({
+    // z.int() is a safe integer: a whole number past 2^53 is refused here too.
+    error: (issue) =>
+      Number.isInteger(issue.input)
+        ? `must be at most ${Number.MAX_SAFE_INTEGER} as a number; send a longer id as a string`
+        : "must be a whole number",
+  })
+  .min(0, "must not be negative");
 
-export const skuSchema = z
-  .string()
-  .trim()
-  .min(1, "must not be empty")
-  .max(32, "must be at most 32 characters")
-  .describe('SKU code from lookup_sku, e.g. "8847291"');
+/**
+ * Text or a whole number, handed on as text. The union's own message replaces zod's generic
+ * "Invalid input" for any other type (boolean, object, null, float).
+ */
+function textOrWholeNumber(text: z.ZodString, example: string) {
+  return z
+    .union([text, wholeNumber], {
+      error: (issue) =>
+        issue.code === "invalid_union"
+          ? `must be a string such as ${example} (a whole number is also accepted)`
+          : undefined,
+    })
+    .transform((value) => (typeof value === "number" ? String(value) : value));
+}
+
+/**
+ * An id that becomes a StoreLink path segment: the shared rule of storelink/ids.ts, so `.`, `..`,
+ * slashes, whitespace and control characters are refused here as invalid arguments, before any
+ * StoreLink call. The JSON Schema carries the same pattern for clients that check it. The
+ * pattern needs at least one character, so its message also covers an empty id.
+ */
+function idText(maxLength: number, typeError?: string): z.ZodString {
+  return z
+    .string(typeError === undefined ? undefined : { error: typeError })
+    .trim()
+    .max(maxLength, `must be at most ${maxLength} characters`)
+    .regex(ID_PATTERN, `must be 1 to ${maxLength} characters: ${ID_RULE}`);
+}
+
+export const storeIdSchema = textOrWholeNumber(idText(32), '"47"').describe(
+  'Korral store id, a string such as "47" (a whole number such as 47 is also accepted)',
+);
+
+export const skuSchema = textOrWholeNumber(idText(32), '"8847291"').describe(
+  'SKU code from lookup_sku, e.g. "8847291" (a whole number such as 8847291 is also accepted)',
+);
+
+/**
+ * Order ids are always text (RPL-<store>-<seq>, per the contract's pattern), so a number is
+ * never one: it is refused with a message saying what an order id looks like.
+ */
+export const orderIdSchema = idText(
+  64,
+  'must be a string such as "RPL-47-001", the order_id create_replenishment_order returned',
+).describe('Order id as returned by create_replenishment_order, e.g. "RPL-47-001"');
+
+/** Free text for lookup_sku: a name fragment or the start of a SKU code, which may be a number. */
+export const querySchema = textOrWholeNumber(
+  z
+    .string()
+    .trim()
+    .min(1, "must not be empty: give part of a product name or a SKU code")
+    .max(100, "must be at most 100 characters"),
+  '"butter" or "8847"',
+).describe(
+  'Part of a product name ("butter") or the start of a SKU code ("8847"; a whole number is also accepted)',
+);
 
 /** The store directory as a map, read once per call. */
 export async function storeDirectory(ctx: ToolContext): Promise<Map<string, Store>> {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
-import { storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import { orderIdSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
 import { defineTool } from "./define.js";
 
 export const getReplenishmentStatus = defineTool({
@@ -18,12 +18,7 @@ export const getReplenishmentStatus = defineTool({
   ].join(" "),
   input: z.strictObject({
     store_id: storeIdSchema,
-    order_id: z
-      .string()
-      .trim()
-      .min(1, "must not be empty")
-      .max(64, "must be at most 64 characters")
-      .describe('Order id as returned by create_replenishment_order, e.g. "RPL-47-001"'),
+    order_id: orderIdSchema,
   }),
   output: z.object({
     order_id: z.string(),

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
+import { querySchema } from "./common.js";
 import { defineTool } from "./define.js";
 
 const skuShape = z.object({
@@ -21,12 +22,7 @@ export const lookupSku = defineTool({
     NOT_SUPPORTED,
   ].join(" "),
   input: z.strictObject({
-    query: z
-      .string()
-      .trim()
-      .min(1, "must not be empty: give part of a product name or a SKU code")
-      .max(100, "must be at most 100 characters")
-      .describe('Part of a product name ("butter") or the start of a SKU code ("8847")'),
+    query: querySchema,
   }),
   output: z.object({
     query: z.string(),

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ApiKey } from "../../src/keys/api-key.js";
 import { type StoreLinkClient, StoreLinkError } from "../../src/storelink/client.js";
 import { HttpStoreLinkClient } from "../../src/storelink/http.js";
+import { InvalidIdError } from "../../src/storelink/ids.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { startEmulator } from "../../src/storelink-emulator.js";
@@ -68,8 +69,9 @@ describe.each(factories)("StoreLink contract: %s", (_name, make) => {
     const client = await make();
     expect(await client.getSku("4410220")).toMatchObject({ name: "Bananas loose", unit: "kg" });
     expect(await kindOf(client.getSku("0000000"))).toBe("unknown_sku");
-    // Ids are path-encoded: a traversal attempt is just an unknown SKU.
-    expect(await kindOf(client.getSku("../stores"))).toBe("unknown_sku");
+    // An id outside the shared rule (a traversal attempt) is refused before anything is sent.
+    await expect(client.getSku("../stores")).rejects.toBeInstanceOf(InvalidIdError);
+    await expect(client.getSku("..")).rejects.toBeInstanceOf(InvalidIdError);
   });
 
   it("reads the stock position with the store's key", async () => {

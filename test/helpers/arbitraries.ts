@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { SEED_STORES } from "../../src/storelink/seed.js";
+import { SEED_STOCK, SEED_STORES } from "../../src/storelink/seed.js";
 import { HERO_REASON } from "./harness.js";
 
 /** Run counts: enough to find shape bugs, small enough that the whole suite stays fast. */
@@ -132,15 +132,26 @@ export const validOrder = (storeId = "47") => ({
   reason: HERO_REASON,
 });
 
+/** A non-string that is still a valid id: a whole number is accepted as its decimal text. */
+const numericId = (v: unknown, valid: readonly string[]): boolean =>
+  typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && valid.includes(String(v));
+
 /** The wrong values for each order field, each one reason the order must be refused. */
 const WRONG: Record<string, fc.Arbitrary<unknown>> = {
   store_id: fc.oneof(
-    fc.constantFrom("", "   ", "999", "047", "4 7", "x".repeat(33), "47\u0000"),
-    anyValue.filter((v) => typeof v !== "string"),
+    fc.constantFrom("", "   ", "999", "047", "4 7", "x".repeat(33), "47\u0000", "..", "4.7"),
+    anyValue.filter(
+      (v) =>
+        typeof v !== "string" &&
+        !numericId(
+          v,
+          SEED_STORES.map((s) => s.store_id),
+        ),
+    ),
   ),
   sku: fc.oneof(
-    fc.constantFrom("", "   ", "0000000", "884729", "88472911", "6620174x", "x".repeat(33)),
-    anyValue.filter((v) => typeof v !== "string"),
+    fc.constantFrom("", "   ", "0000000", "884729", "88472911", "6620174x", "x".repeat(33), "."),
+    anyValue.filter((v) => typeof v !== "string" && !numericId(v, Object.keys(SEED_STOCK))),
   ),
   quantity: fc.oneof(
     fc.constantFrom(0, -1, 0.5, 24.000001, 10_001, 1e9, Number.NaN, "24", "twenty", null, true),

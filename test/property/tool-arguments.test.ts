@@ -40,12 +40,18 @@ function isValidOrder(args: unknown): boolean {
   const a = args as Record<string, unknown>;
   const allowed = ["store_id", "sku", "quantity", "reason"];
   if (Object.keys(a).some((k) => !allowed.includes(k))) return false;
-  const { store_id, sku, quantity, reason } = a;
-  if (typeof store_id !== "string" || typeof sku !== "string" || typeof reason !== "string") {
-    return false;
-  }
-  const store = store_id.trim();
-  const ranged = SEED_STOCK[sku.trim()]?.[store] !== undefined;
+  const { quantity, reason } = a;
+  // An id may be text or a non-negative safe integer (its decimal text).
+  const text = (v: unknown): string | null =>
+    typeof v === "string"
+      ? v.trim()
+      : typeof v === "number" && Number.isSafeInteger(v) && v >= 0
+        ? String(v)
+        : null;
+  const store = text(a.store_id);
+  const sku = text(a.sku);
+  if (store === null || sku === null || typeof reason !== "string") return false;
+  const ranged = SEED_STOCK[sku]?.[store] !== undefined;
   return (
     SEED_STORES.some((s) => s.store_id === store) &&
     ranged &&

@@ -438,7 +438,8 @@ describe("get_replenishment_status", () => {
 describe("errors in general", () => {
   it("returns bad arguments as an isError result with the structured error", async () => {
     h = await connect();
-    const result = await h.call("get_stock_position", { sku: 8847291 });
+    // A whole number is a valid SKU (its decimal text); a fraction is not.
+    const result = await h.call("get_stock_position", { sku: 8847291.5 });
     const error = errorOf(result);
     expect(error).toMatchObject({ type: "invalid_arguments", retryable: false });
     expect(error.message).toMatch(/sku/);

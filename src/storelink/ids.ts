@@ -1,0 +1,45 @@
+import { ToolError } from "../errors.js";
+
+/**
+ * The one rule for ids that name a StoreLink resource (store_id, sku, order_id): the tool schemas
+ * (tools/common.ts) and both StoreLink clients check it. Ids become URL path segments, and
+ * encodeURIComponent leaves `.` alone, so `..` or `.` would be resolved away by URL normalisation
+ * and silently change the route (GET /v1/skus/.. is GET /v1/). The alphabet is deliberately
+ * small: every id in the seed and the contract ("47", "8847291", "RPL-47-001") fits, and nothing
+ * in it can be a dot segment, a separator, an escape, whitespace or a control character.
+ */
+export const ID_PATTERN = /^[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?$/;
+
+/** The longest id a StoreLink client sends; the tool schemas are stricter per field. */
+export const ID_MAX_LENGTH = 64;
+
+/** The rule in words, for messages that tell the model what to fix. */
+export const ID_RULE =
+  "letters, digits, - and _ only, starting and ending with a letter or digit " +
+  "(no dots, slashes, spaces or control characters)";
+
+export const isValidId = (value: string): boolean =>
+  value.length <= ID_MAX_LENGTH && ID_PATTERN.test(value);
+
+/**
+ * An id refused by a StoreLink client before anything was sent. A ToolError of type
+ * invalid_arguments, so that whatever calls the client (a tool, a future caller that skipped the
+ * schema) reports it as the caller's mistake: never `internal`, never an uncertain write. The id
+ * itself is not quoted, so nothing hostile is echoed into results or logs.
+ */
+export class InvalidIdError extends ToolError {
+  constructor() {
+    super(
+      "invalid_arguments",
+      `Refused an id that could change the StoreLink route: store_id, sku and order_id must be at most ${ID_MAX_LENGTH} characters of ${ID_RULE}. Nothing was sent to StoreLink.`,
+      "Fix the id (use the exact store_id, SKU code or order_id the tools returned) and call again; nothing was done.",
+      false,
+    );
+  }
+}
+
+/** Returns `value` if it satisfies the id rule; throws InvalidIdError otherwise. */
+export function checkId(value: string): string {
+  if (typeof value !== "string" || !isValidId(value)) throw new InvalidIdError();
+  return value;
+}

@@ -1,0 +1,40 @@
+import express from "express";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { createEmulatorApp } from "../../src/storelink-emulator.js";
+import { listen } from "./listen.js";
+
+/** One request as it reached StoreLink over HTTP: method and request-target, exactly as sent. */
+export interface RecordedRequest {
+  method: string;
+  /** The raw request-target (path and query), after the client's URL normalisation. */
+  target: string;
+}
+
+export interface RecordingStoreLink {
+  /** Base URL for HttpStoreLinkClient. */
+  url: string;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+/**
+ * The StoreLink emulator on 127.0.0.1:0 behind a middleware that records every request before
+ * the emulator routes it, so a test can prove what was (or was not) sent.
+ */
+export async function startRecordingStoreLink(
+  storelink = new InMemoryStoreLink(),
+): Promise<RecordingStoreLink> {
+  const requests: RecordedRequest[] = [];
+  const app = express();
+  app.use((req, _res, next) => {
+    requests.push({ method: req.method, target: req.originalUrl });
+    next();
+  });
+  app.use(createEmulatorApp({ storelink }));
+  const listening = await listen(app);
+  return {
+    url: listening.url.replace(/\/mcp$/, ""),
+    requests,
+    close: () => listening.close(),
+  };
+}
