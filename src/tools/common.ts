@@ -77,6 +77,15 @@ export const querySchema = textOrWholeNumber(
   'Part of a product name ("butter") or the start of a SKU code ("8847"; a whole number is also accepted)',
 );
 
+/**
+ * An id from arguments that failed validation, for the trace and audit of the refusal: text as
+ * sent, or a whole number as its decimal text (the form the schemas accept), else null.
+ */
+export function rawIdText(value: unknown): string | null {
+  if (typeof value === "string") return value;
+  return Number.isSafeInteger(value) && (value as number) >= 0 ? String(value) : null;
+}
+
 /** The store directory as a map, read once per call. */
 export async function storeDirectory(ctx: ToolContext): Promise<Map<string, Store>> {
   const stores = await ctx.storelink.listStores();

@@ -6,7 +6,7 @@ import type { Reservation } from "../order-cap.js";
 import type { Sku, StockReading, Store } from "../storelink/client.js";
 import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
-import { skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import { rawIdText, skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
 import { defineTool, type ToolContext } from "./define.js";
 
 const input = z.strictObject({
@@ -361,8 +361,8 @@ export const createReplenishmentOrder = defineTool({
       ctx,
       "REJECTED",
       {
-        store_id: str(field(raw, "store_id")),
-        sku: str(field(raw, "sku")),
+        store_id: rawIdText(field(raw, "store_id")),
+        sku: rawIdText(field(raw, "sku")),
         quantity: typeof quantity === "number" ? quantity : null,
         reason: str(field(raw, "reason")),
       },

@@ -11,6 +11,7 @@ import type { TraceFields } from "../logging/trace-context.js";
 import type { OrderCap } from "../order-cap.js";
 import type { CallLimiter } from "../rate-limit.js";
 import type { StoreLinkClient } from "../storelink/client.js";
+import { rawIdText } from "./common.js";
 
 /** What every tool handler may use. Built once per process and shared by all calls. */
 export interface ServerDeps {
@@ -123,8 +124,7 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
     listing,
     storeIdOfRaw(raw) {
       if (raw === null || typeof raw !== "object") return null;
-      const value = (raw as Record<string, unknown>).store_id;
-      return typeof value === "string" ? value : null;
+      return rawIdText((raw as Record<string, unknown>).store_id);
     },
     async call(raw, ctx) {
       // Refusals before the handler runs go through one hook, so the write audits each of them.

@@ -116,6 +116,21 @@ describe("whole numbers as ids, through the SDK client", () => {
     expect(trace?.args).toEqual({ sku: 8847291, store_ids: [47, "102"] });
   });
 
+  it("a refused write with numeric ids names its store and SKU as text in the trace and audit", async () => {
+    const harness = await frozen();
+    const result = await harness.call("create_replenishment_order", {
+      store_id: 47,
+      sku: 8847291,
+      quantity: 24,
+      reason: "n/a",
+    });
+    expect(errorOf(result).type).toBe("invalid_arguments");
+    expect(harness.recorder.traces.at(-1)?.store_id).toBe("47");
+    expect(harness.recorder.audits).toMatchObject([
+      { outcome: "REJECTED", store_id: "47", sku: "8847291", quantity: 24 },
+    ]);
+  });
+
   /** Values that are not a string and not a non-negative safe integer, with the message's gist. */
   const REFUSED: [value: unknown, message: RegExp][] = [
     [47.5, /must be a string such as "47" \(a whole number is also accepted\)/],
