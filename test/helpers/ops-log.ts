@@ -1,8 +1,33 @@
 import { configureOpsLog } from "../../src/logging/ops.js";
 
 /**
+ * Between captures, tests run with the operational log going to this buffer instead of stderr:
+ * tests that provoke errors on purpose would otherwise fill a green run's output with error lines
+ * and stacks. test/setup/quiet-ops-log.ts prints the buffer for a test that fails.
+ */
+let quiet = "";
+const toQuietBuffer = (): void => {
+  configureOpsLog({
+    format: "plain",
+    level: "info",
+    destination: {
+      write(line: string) {
+        quiet += line;
+      },
+    },
+  });
+};
+
+/** Sends the ops log to an empty quiet buffer; returns a reader of what arrives there. */
+export function quietOpsLog(): { text(): string } {
+  quiet = "";
+  toQuietBuffer();
+  return { text: () => quiet };
+}
+
+/**
  * Captures the operational log (plain JSON lines, every level) until `restore()`, which puts
- * back the default stderr logger.
+ * back the quiet test default.
  */
 export function captureOpsLog(): {
   text(): string;
@@ -26,8 +51,6 @@ export function captureOpsLog(): {
         .split("\n")
         .filter((l) => l !== "")
         .map((l) => JSON.parse(l) as Record<string, unknown>),
-    restore: () => {
-      configureOpsLog({ format: "plain", level: "info" });
-    },
+    restore: toQuietBuffer,
   };
 }
