@@ -6,6 +6,8 @@ import { configureOpsLog } from "../../src/logging/ops.js";
  * and stacks. test/setup/quiet-ops-log.ts prints the buffer for a test that fails.
  */
 let quiet = "";
+// A test file that captures across its tests (in beforeAll) keeps its capture until restore().
+let capturing = false;
 const toQuietBuffer = (): void => {
   configureOpsLog({
     format: "plain",
@@ -18,10 +20,13 @@ const toQuietBuffer = (): void => {
   });
 };
 
-/** Sends the ops log to an empty quiet buffer; returns a reader of what arrives there. */
+/**
+ * Sends the ops log to an empty quiet buffer (unless a capture is active); returns a reader of
+ * what arrives there.
+ */
 export function quietOpsLog(): { text(): string } {
   quiet = "";
-  toQuietBuffer();
+  if (!capturing) toQuietBuffer();
   return { text: () => quiet };
 }
 
@@ -35,6 +40,7 @@ export function captureOpsLog(): {
   restore(): void;
 } {
   let captured = "";
+  capturing = true;
   configureOpsLog({
     format: "plain",
     level: "trace",
@@ -51,6 +57,9 @@ export function captureOpsLog(): {
         .split("\n")
         .filter((l) => l !== "")
         .map((l) => JSON.parse(l) as Record<string, unknown>),
-    restore: toQuietBuffer,
+    restore: () => {
+      capturing = false;
+      toQuietBuffer();
+    },
   };
 }
