@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import { hostPatternProblem } from "./http-guards.js";
 
 export const DEFAULT_SECRET_NAME_PATTERN =
   "projects/{project}/secrets/storelink-key-{store}/versions/latest";
@@ -56,8 +57,16 @@ const schema = z.object({
   KORRAL_ELICIT_CONFIRMATION: z
     .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
     .default("on"),
-  /** Extra Host names accepted on HTTP (e.g. the Cloud Run URL's host); see README. */
-  KORRAL_ALLOWED_HOSTS: commaList,
+  /**
+   * Extra Host names accepted on HTTP (e.g. the Cloud Run URL's host), exact or `*.domain` /
+   * `*---rest` patterns; see README. Too-broad patterns are refused here.
+   */
+  KORRAL_ALLOWED_HOSTS: commaList.superRefine((entries, ctx) => {
+    for (const entry of entries) {
+      const problem = hostPatternProblem(entry);
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: `"${entry}" ${problem}` });
+    }
+  }),
   /** Browser origins accepted on HTTP; requests without an Origin header are always accepted. */
   KORRAL_ALLOWED_ORIGINS: commaList,
   /** Tool calls per minute per caller, per instance; 0 turns the backstop off. */
@@ -69,6 +78,13 @@ const schema = z.object({
     .default("on"),
   /** Set: StoreLink is reached over HTTP at this base URL. Unset: the seeded in-memory stub. */
   STORELINK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /**
+   * `embedded`: run the seeded in-memory StoreLink on purpose. Needed only with
+   * NODE_ENV=production, where a missing STORELINK_URL is otherwise refused (issue 13).
+   */
+  KORRAL_STORELINK: z.enum(["embedded"], { error: 'must be "embedded" (or unset)' }).optional(),
+  /** `production` (the image sets it): a missing STORELINK_URL stops startup. */
+  NODE_ENV: z.string().optional(),
   /** Per-request deadline of the HTTP StoreLink client. */
   STORELINK_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(5_000),
 });
@@ -93,6 +109,7 @@ export type Config = Readonly<{
   elicitConfirmation: boolean;
   storelinkUrl: string | undefined;
   storelinkTimeoutMs: number;
+  production: boolean;
   allowedHosts: readonly string[];
   allowedOrigins: readonly string[];
   rateLimitPerMin: number;
@@ -135,6 +152,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       "Invalid configuration: GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
     );
   }
+  const production = c.NODE_ENV === "production";
+  if (c.STORELINK_URL !== undefined && c.KORRAL_STORELINK === "embedded") {
+    throw new ConfigError(
+      "Invalid configuration: KORRAL_STORELINK=embedded and STORELINK_URL are both set; unset one (STORELINK_URL for the real StoreLink, KORRAL_STORELINK=embedded for the demo)",
+    );
+  }
+  if (production && c.STORELINK_URL === undefined && c.KORRAL_STORELINK !== "embedded") {
+    // One line, said once: the accidental demo deployment (issue 13) never starts.
+    throw new ConfigError(
+      "Invalid configuration: STORELINK_URL: required when NODE_ENV=production; set it to StoreLink's base URL (or set KORRAL_STORELINK=embedded to run the seeded demo StoreLink on purpose)",
+    );
+  }
   return {
     port: c.PORT,
     host: c.HOST,
@@ -155,6 +184,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
     storelinkUrl: c.STORELINK_URL,
     storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
+    production,
     allowedHosts: c.KORRAL_ALLOWED_HOSTS,
     allowedOrigins: c.KORRAL_ALLOWED_ORIGINS,
     rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,

@@ -14,6 +14,7 @@ import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
 import { ServerPool } from "./server-pool.js";
 import { drainAndExit } from "./shutdown.js";
+import { storelinkInUse } from "./storelink/index.js";
 import type { ServerDeps } from "./tools/define.js";
 
 export { LOOPBACK_HOSTS };
@@ -32,6 +33,8 @@ export interface AppOptions {
   allowedHosts?: readonly string[];
   /** Browser origins accepted besides localhost pages; no Origin header is always accepted. */
   allowedOrigins?: readonly string[];
+  /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
+  storelink?: string;
 }
 
 const isLoopback = (host: string): boolean =>
@@ -86,8 +89,16 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
     },
   );
 
+  // Built once: the answer never changes. Says which StoreLink is in use (never a key or a path),
+  // so an operator sees a demo deployment at a glance.
+  const health = {
+    status: "ok",
+    name: SERVER_NAME,
+    version: SERVER_VERSION,
+    ...(options.storelink === undefined ? {} : { storelink: options.storelink }),
+  };
   app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok", name: SERVER_NAME, version: SERVER_VERSION });
+    res.json(health);
   });
 
   const methodNotAllowed = (_req: Request, res: Response): void => {
@@ -128,18 +139,47 @@ export function serve(
   config: Config,
   afterClose?: () => Promise<void>,
 ): HttpServer {
+  const storelink = storelinkInUse(config);
   const app = createApp(deps, {
     allowedHosts: allowedHostsFor(config),
     allowedOrigins: config.allowedOrigins,
+    storelink,
   });
-  const listener = app.listen(config.port, config.host, () => {
+  // Express 5 hands a listen error to this callback; without a check it crashed on a null address.
+  const listener = app.listen(config.port, config.host, (error?: Error) => {
+    if (error) {
+      console.error(listenErrorMessage(error, config));
+      process.exit(1);
+    }
     const { port } = listener.address() as AddressInfo;
-    opsLog.info({ host: config.host, port }, "korral-storelink MCP server listening on HTTP");
+    opsLog.info(
+      { host: config.host, port, storelink },
+      "korral-storelink MCP server listening on HTTP",
+    );
   });
   const stop = (): void => drainAndExit(listener, afterClose);
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   return listener;
+}
+
+/** One line a person can act on, for an error of `listen` (no stack: it is not a bug). */
+export function listenErrorMessage(error: Error, config: Pick<Config, "host" | "port">): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return `korral-storelink: port ${config.port} is in use; set PORT to a free port (or stop the process holding it)`;
+    case "EACCES":
+      return `korral-storelink: not allowed to listen on ${where} (EACCES); set PORT to 1024 or above`;
+    case "EADDRNOTAVAIL":
+      return `korral-storelink: HOST ${config.host} is not an address of this machine (EADDRNOTAVAIL); set HOST to 127.0.0.1 locally or 0.0.0.0 in a container`;
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `korral-storelink: HOST ${config.host} does not resolve (${code}); set HOST to an IP address such as 127.0.0.1 or 0.0.0.0`;
+    default:
+      return `korral-storelink: cannot listen on ${where} (${code ?? error.name}); check HOST and PORT`;
+  }
 }
 
 async function main(): Promise<void> {

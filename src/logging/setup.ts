@@ -1,9 +1,23 @@
 import type { Config } from "../config.js";
+import { storelinkInUse } from "../storelink/index.js";
 import { configureOpsLog, opsLog } from "./ops.js";
 import { createRecorder, type Recorder, stdoutSink } from "./recorder.js";
 import { setTraceProject } from "./trace-context.js";
 
 export type Transport = "stdio" | "http";
+
+/**
+ * Whether HTTP mode copies every trace and audit record to stdout as a Cloud Logging line: in
+ * production when stdout is not a terminal (Cloud Run collects it), and whenever the log files
+ * are off, so the records always land somewhere. Locally stdout stays quiet: the records are in
+ * `log/`, and one JSON line per call would flood the terminal of `npm run serve` (issue 13).
+ */
+export function structuredStdout(
+  config: Pick<Config, "production" | "logFiles">,
+  stdoutIsTerminal: boolean = process.stdout.isTTY === true,
+): boolean {
+  return !config.logFiles || (config.production && !stdoutIsTerminal);
+}
 
 /**
  * Logging for one process, from its configuration: the ops logger (Cloud Logging fields in HTTP
@@ -13,10 +27,11 @@ export type Transport = "stdio" | "http";
 export function setUpLogging(config: Config, transport: Transport): Recorder {
   configureOpsLog({ format: transport === "http" ? "cloud" : "plain", level: config.logLevel });
   setTraceProject(config.googleCloudProject);
+  const logStdout = transport === "http" && structuredStdout(config);
   const recorder = createRecorder({
     dir: config.logDir,
     files: config.logFiles,
-    ...(transport === "http" ? { structured: stdoutSink() } : {}),
+    ...(logStdout ? { structured: stdoutSink() } : {}),
   });
   // Paths, switches and levels only: the configuration holds no key material.
   const summary = {
@@ -25,7 +40,8 @@ export function setUpLogging(config: Config, transport: Transport): Recorder {
     keys_file: config.keysFile,
     log_dir: config.logDir,
     log_files: config.logFiles,
-    log_stdout: transport === "http",
+    log_stdout: logStdout,
+    storelink: storelinkInUse(config),
     log_level: config.logLevel,
     google_cloud_project: config.googleCloudProject ?? null,
   };

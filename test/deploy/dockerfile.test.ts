@@ -161,3 +161,19 @@ describe(".dockerignore", () => {
     }
   });
 });
+
+describe("the documentation quotes the Dockerfile's CMD as it is", () => {
+  const cmd = all(runtime, "CMD")[0]?.args ?? "";
+
+  it.each(["README.md", "DEPLOYMENT.md"])(
+    "every CMD quote in %s equals the Dockerfile's",
+    (file) => {
+      // Quotes may wrap across lines in the prose: join whitespace runs before comparing.
+      const quotes = [...read(file).matchAll(/`CMD (\[[^\]`]*\])`/g)].map((m) =>
+        (m[1] as string).replace(/\s+/g, " "),
+      );
+      expect(quotes.length, `${file} quotes the CMD`).toBeGreaterThan(0);
+      for (const quote of quotes) expect(quote).toBe(cmd);
+    },
+  );
+});

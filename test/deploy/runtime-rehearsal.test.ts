@@ -1,27 +1,127 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import { type Child, startEmulatorProcess } from "../e2e/processes.js";
 import { freePort } from "../helpers/spawn.js";
 
 /**
- * Rehearses the Dockerfile's runtime stage without Docker: package.json + package-lock.json +
- * dist/ in an empty directory, `npm ci --omit=dev`, then `node dist/http.js` started and a tool
- * called over HTTP. A runtime dependency left in devDependencies fails here, as it would in the
+ * Rehearses the Dockerfile's runtime stage and DEPLOYMENT.md without Docker or Google Cloud:
+ * package.json + package-lock.json + dist/ in an empty directory, `npm ci --omit=dev`, then
+ * `node dist/http.js` started with the image's ENV and the environment DEPLOYMENT.md's section 4
+ * gives the service (read from the document, with the StoreLink emulator standing in for
+ * StoreLink), and section 8's smoke test run against it. A runtime dependency left in devDependencies fails here, as it would in the
  * image. When the tests run as root, the server runs as `nobody` over root-owned, read-only
  * files, as the image's `node` user does.
  */
 const root = join(import.meta.dirname, "../..");
 const run = promisify(execFile);
 const NOBODY = 65534;
+const read = (file: string) => readFileSync(join(root, file), "utf8");
 const SETPRIV = "/usr/bin/setpriv";
 
 const asRoot = process.getuid?.() === 0;
 const dropPrivileges = asRoot && existsSync(SETPRIV);
+
+/** Joins the document's shell lines (continuations folded), in order, from `from` to `to`. */
+function shellLines(markdown: string, from: string, to: string): string[] {
+  const section = markdown.slice(markdown.indexOf(from), markdown.indexOf(to));
+  return [...section.matchAll(/```bash\n([\s\S]*?)```/g)]
+    .map((m) => (m[1] as string).replace(/\\\n\s*/g, " "))
+    .join("\n")
+    .split("\n")
+    .map((line) => line.trim());
+}
+
+/** `$NAME` and `${NAME}` from `vars`; an unknown name fails the rehearsal. */
+function expand(text: string, vars: Record<string, string>): string {
+  return text.replace(/\$\{?([A-Z_][A-Z0-9_]*)\}?/g, (_m, name: string) => {
+    const value = vars[name];
+    if (value === undefined) throw new Error(`DEPLOYMENT.md uses $${name} before setting it`);
+    return value;
+  });
+}
+
+/** A gcloud `--set-env-vars`/`--update-env-vars` value, with its `^X^` delimiter syntax. */
+function envVarsOf(value: string): Record<string, string> {
+  const custom = /^\^(.)\^/.exec(value);
+  const list = custom ? value.slice(3).split(custom[1] as string) : value.split(",");
+  return Object.fromEntries(
+    list.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]),
+  );
+}
+
+const unquote = (value: string): string =>
+  value.replace(/^"(.*)"$/, "$1").replace(/^'(.*)'$/, "$1");
+
+/**
+ * Follows DEPLOYMENT.md from its first line to the end of section 4, as an operator would:
+ * every `export` in order (the command substitutions, which ask Google Cloud, are answered by
+ * `answers`), then the deploy command's variables and the update that follows it.
+ */
+function serviceEnvFromDeploymentMd(answers: Record<string, string>) {
+  const lines = shellLines(read("DEPLOYMENT.md"), "# Deploying", "## 5.");
+  const vars: Record<string, string> = {};
+  let env: Record<string, string> | undefined;
+  for (const line of lines) {
+    const exported = /^export ([A-Z_]+)=(.*?)(\s+#.*)?$/.exec(line);
+    if (exported) {
+      const [, name = "", value = ""] = exported;
+      vars[name] = answers[name] ?? expand(unquote(value), vars);
+      continue;
+    }
+    const setVars = /^gcloud run deploy .*--set-env-vars=("[^"]*"|\S+)/.exec(line);
+    if (setVars) env = envVarsOf(expand(unquote(setVars[1] as string), vars));
+    const update = /^gcloud run services update .*--update-env-vars=("[^"]*"|\S+)/.exec(line);
+    if (update && env) Object.assign(env, envVarsOf(expand(unquote(update[1] as string), vars)));
+  }
+  if (!env) throw new Error("DEPLOYMENT.md section 4 has no gcloud run deploy --set-env-vars");
+  return { env, vars };
+}
+
+/** The runtime stage's `ENV` instruction, as the image sets it. */
+function imageEnv(): Record<string, string> {
+  const line = /^ENV (.+)$/m.exec(read("Dockerfile").split("AS runtime")[1] ?? "")?.[1] ?? "";
+  return Object.fromEntries(line.split(/\s+/).map((pair) => pair.split("=") as [string, string]));
+}
+
+/** One HTTP request to the server with the Host header a client of `host` sends. */
+function requestAs(
+  port: number,
+  host: string,
+  method: string,
+  path: string,
+  body?: string,
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: "127.0.0.1",
+        port,
+        method,
+        path,
+        headers: {
+          host,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
 
 async function waitForHealth(base: string, child: ChildProcess, stderr: () => string) {
   for (let attempt = 0; attempt < 200; attempt++) {
@@ -37,16 +137,26 @@ async function waitForHealth(base: string, child: ChildProcess, stderr: () => st
   throw new Error(`server never became healthy:\n${stderr()}`);
 }
 
-describe("runtime stage rehearsal (production-only install, built server, one tool call)", () => {
+describe("DEPLOYMENT.md rehearsed: production-only install, the documented environment, the smoke test", () => {
   let work: string;
+  let app: string;
+  let emulator: Child;
   let child: ChildProcess | undefined;
   let stderr = "";
+  let stdout = "";
+  let port = 0;
   let base = "";
+  let serverEnv: NodeJS.ProcessEnv = {};
+  let command: string[] = [];
+  // What Google Cloud would answer to the document's command substitutions.
+  const RUN_HOST = "korral-storelink-abc123-lm.a.run.app";
+  const answers = { PROJECT_NUMBER: "123456789012", RUN_HOST, STORELINK_URL: "" };
+  let deployed: ReturnType<typeof serviceEnvFromDeploymentMd>;
 
   beforeAll(async () => {
     expect(existsSync(join(root, "dist/http.js")), "npm test builds dist/ first").toBe(true);
     work = await mkdtemp(join(tmpdir(), "korral-runtime-"));
-    const app = join(work, "app");
+    app = join(work, "app");
     await mkdir(app);
     // Exactly what the runtime stage receives: the manifests, then dist/ from the build stage.
     await cp(join(root, "package.json"), join(app, "package.json"));
@@ -58,9 +168,16 @@ describe("runtime stage rehearsal (production-only install, built server, one to
     );
     await cp(join(root, "dist"), join(app, "dist"), { recursive: true });
 
-    // Keys the seeded StoreLink accepts, so the call exercises key lookup end to end.
+    // The emulator stands in for StoreLink at STORELINK_URL.
+    emulator = await startEmulatorProcess();
+    answers.STORELINK_URL = emulator.url;
+    deployed = serviceEnvFromDeploymentMd(answers);
+
+    // The store keys: what Secret Manager would hold (store 128 has no secret, as in section 8).
+    const keys: Record<string, string> = { ...SEED_ACCEPTED_KEYS };
+    delete keys["128"];
     const keysFile = join(work, "keys.json");
-    await writeFile(keysFile, JSON.stringify(SEED_ACCEPTED_KEYS));
+    await writeFile(keysFile, JSON.stringify(keys));
     const logDir = join(work, "log");
     await mkdir(logDir);
     if (dropPrivileges) {
@@ -68,23 +185,29 @@ describe("runtime stage rehearsal (production-only install, built server, one to
       await chown(logDir, NOBODY, NOBODY);
     }
 
-    const port = await freePort();
+    port = await freePort();
     base = `http://127.0.0.1:${port}`;
-    const env: NodeJS.ProcessEnv = {
+    serverEnv = {
       PATH: process.env.PATH,
-      NODE_ENV: "production",
-      HOST: "127.0.0.1",
+      ...imageEnv(),
+      ...deployed.env,
+      // Cloud Run sets PORT; tests listen on loopback.
       PORT: String(port),
+      HOST: "127.0.0.1",
+      // The one deviation: no Secret Manager here, so the same keys come from a file
+      // (test/keys/ runs both providers through one contract suite).
+      KORRAL_KEY_SOURCE: "file",
       KORRAL_KEYS_FILE: keysFile,
       KORRAL_LOG_DIR: logDir,
     };
-    const command = dropPrivileges
+    command = dropPrivileges
       ? [SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath]
       : [process.execPath];
     const [file = "", ...prefix] = command;
     // As the image's CMD: node runs the entry directly, from the app directory.
-    child = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
+    child = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env: serverEnv, stdio: "pipe" });
     child.stderr?.on("data", (d) => (stderr += d));
+    child.stdout?.on("data", (d) => (stdout += d));
     await waitForHealth(base, child, () => stderr);
   }, 300_000);
 
@@ -92,7 +215,20 @@ describe("runtime stage rehearsal (production-only install, built server, one to
     if (child && child.exitCode === null) {
       child.kill("SIGKILL");
     }
+    await emulator?.stop();
     if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it("the image is production and the deploy command sets STORELINK_URL and KORRAL_ALLOWED_HOSTS", () => {
+    expect(imageEnv().NODE_ENV).toBe("production");
+    expect(deployed.env.STORELINK_URL).toBe(emulator.url);
+    expect(deployed.env.KORRAL_STORELINK).toBeUndefined();
+    expect(deployed.env.KORRAL_ALLOWED_HOSTS?.split(",")).toEqual([
+      "korral-storelink-123456789012.europe-central2.run.app",
+      "*---korral-storelink-123456789012.europe-central2.run.app",
+      RUN_HOST,
+      `*---${RUN_HOST}`,
+    ]);
   });
 
   it("installed no development dependency", () => {
@@ -117,26 +253,72 @@ describe("runtime stage rehearsal (production-only install, built server, one to
     expect(await can("-w", join(work, "app/node_modules"))).toBe(false);
   });
 
-  it("answers a tools/call over HTTP with live stock for a store whose key it read", async () => {
-    const res = await fetch(`${base}/mcp`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/call",
-        params: { name: "get_stock_position", arguments: { sku: "8847291", store_ids: ["47"] } },
-      }),
-    });
+  it("the same deployment without STORELINK_URL refuses to start: one line, exit 2", async () => {
+    const env: NodeJS.ProcessEnv = { ...serverEnv, PORT: String(await freePort()) };
+    delete env.STORELINK_URL;
+    const [file = "", ...prefix] = command;
+    const demo = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
+    let err = "";
+    demo.stderr?.on("data", (d) => (err += d));
+    const code = await new Promise<number | null>((resolve) => demo.once("exit", resolve));
+    expect(code).toBe(2);
+    expect(err.trimEnd().split("\n")).toEqual([
+      expect.stringContaining("STORELINK_URL: required when NODE_ENV=production"),
+    ]);
+  });
+
+  it("section 8: /healthz answers as the document shows, naming StoreLink's host", async () => {
+    const doc = read("DEPLOYMENT.md");
+    const shown = /curl -sS "\$URL\/healthz".*\n# (\{.*\})/.exec(doc)?.[1];
+    expect(shown, "DEPLOYMENT.md shows the /healthz answer").toBeDefined();
+    const expected = JSON.parse(shown as string) as Record<string, string>;
+    const res = await requestAs(port, RUN_HOST, "GET", "/healthz");
     expect(res.status).toBe(200);
-    const body = (await res.json()) as {
-      result?: { isError?: boolean; structuredContent?: unknown };
-    };
-    expect(body.result?.isError).not.toBe(true);
-    expect(JSON.stringify(body.result?.structuredContent)).toContain('"on_hand":3');
+    const health = JSON.parse(res.text) as Record<string, string>;
+    expect(Object.keys(health)).toEqual(Object.keys(expected));
+    expect(health).toMatchObject({ status: expected.status, name: expected.name });
+    expect(health.storelink).toBe(new URL(emulator.url).host);
+    expect(stderr).toContain(`"storelink":"${new URL(emulator.url).host}"`);
+  });
+
+  it("section 8: the documented tools/call reads live stock from StoreLink, per store", async () => {
+    const doc = read("DEPLOYMENT.md");
+    const body = /curl -sS -X POST "\$URL\/mcp"[\s\S]*?-d '(\{.*\})'/.exec(doc)?.[1];
+    expect(body, "DEPLOYMENT.md's smoke test posts a tools/call").toBeDefined();
+    const res = await requestAs(port, RUN_HOST, "POST", "/mcp", body);
+    expect(res.status).toBe(200);
+    const result = (JSON.parse(res.text) as { result: { structuredContent: { stores: object[] } } })
+      .result.structuredContent;
+    expect(result.stores).toEqual([
+      expect.objectContaining({ status: "ok", store_id: "47", on_hand: 3, gap: 8 }),
+      expect.objectContaining({
+        status: "error",
+        store_id: "128",
+        error: expect.objectContaining({
+          message: "No credentials for store 128. Ask Korral IT for access.",
+        }),
+      }),
+    ]);
+    // KORRAL_LOG_FILES=off on Cloud Run: the trace line goes to stdout for Cloud Logging (at the
+    // end of the server's event-loop turn, so it may arrive just after the answer).
+    for (let i = 0; i < 100 && !stdout.includes('"log_type":"trace"'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(stdout).toContain('"log_type":"trace"');
+  });
+
+  it("the allowlist serves every documented host name, tagged previews too, and nothing else", async () => {
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    const statusFor = async (host: string) =>
+      (await requestAs(port, host, "POST", "/mcp", body)).status;
+    expect(await statusFor(RUN_HOST)).toBe(200);
+    expect(await statusFor(`candidate---${RUN_HOST}`)).toBe(200);
+    expect(await statusFor("korral-storelink-123456789012.europe-central2.run.app")).toBe(200);
+    expect(
+      await statusFor("candidate---korral-storelink-123456789012.europe-central2.run.app"),
+    ).toBe(200);
+    expect(await statusFor("evil.run.app")).toBe(403);
+    expect(await statusFor(`candidate---evil-abc123-lm.a.run.app`)).toBe(403);
   });
 
   it("decodes a UTF-16 body (iconv-lite, kept out of the bundle, loads from node_modules)", async () => {

@@ -1,8 +1,38 @@
 import { configureOpsLog } from "../../src/logging/ops.js";
 
 /**
+ * Between captures, tests run with the operational log going to this buffer instead of stderr:
+ * tests that provoke errors on purpose would otherwise fill a green run's output with error lines
+ * and stacks. test/setup/quiet-ops-log.ts prints the buffer for a test that fails.
+ */
+let quiet = "";
+// A test file that captures across its tests (in beforeAll) keeps its capture until restore().
+let capturing = false;
+const toQuietBuffer = (): void => {
+  configureOpsLog({
+    format: "plain",
+    level: "info",
+    destination: {
+      write(line: string) {
+        quiet += line;
+      },
+    },
+  });
+};
+
+/**
+ * Sends the ops log to an empty quiet buffer (unless a capture is active); returns a reader of
+ * what arrives there.
+ */
+export function quietOpsLog(): { text(): string } {
+  quiet = "";
+  if (!capturing) toQuietBuffer();
+  return { text: () => quiet };
+}
+
+/**
  * Captures the operational log (plain JSON lines, every level) until `restore()`, which puts
- * back the default stderr logger.
+ * back the quiet test default.
  */
 export function captureOpsLog(): {
   text(): string;
@@ -10,6 +40,7 @@ export function captureOpsLog(): {
   restore(): void;
 } {
   let captured = "";
+  capturing = true;
   configureOpsLog({
     format: "plain",
     level: "trace",
@@ -27,7 +58,8 @@ export function captureOpsLog(): {
         .filter((l) => l !== "")
         .map((l) => JSON.parse(l) as Record<string, unknown>),
     restore: () => {
-      configureOpsLog({ format: "plain", level: "info" });
+      capturing = false;
+      toQuietBuffer();
     },
   };
 }

@@ -221,6 +221,9 @@ beforeAll(async () => {
     KORRAL_DEDUPE_WINDOW_MIN: "0",
     KORRAL_RATE_LIMIT_PER_MIN: "0",
     LOG_LEVEL: "warn",
+    // As on Cloud Run, so the structured stdout lines are written (the demo StoreLink on purpose).
+    NODE_ENV: "production",
+    KORRAL_STORELINK: "embedded",
     NODE_OPTIONS: `--require=${probe}`,
   });
   await waitForHealthy(`http://127.0.0.1:${port}/healthz`);

@@ -1,0 +1,141 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { createStoreLink, storelinkInUse } from "../../src/storelink/index.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { type Spawned, spawnDist } from "../helpers/spawn.js";
+
+/**
+ * Issue 13: a production deployment never runs the embedded, seeded StoreLink by accident, and
+ * says which StoreLink it uses (host only) at start-up and on /healthz.
+ */
+const configErrorOf = (env: NodeJS.ProcessEnv): string => {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).message;
+  }
+  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
+};
+
+// A URL whose every part but the host could carry a secret.
+const SECRET_URL = "https://ops:slk_47_hunter2@storelink.korral.internal:8443/v1/base?key=slk_x#f";
+const LEAKS = /slk_|hunter2|ops:|\/v1|base|key=/;
+
+describe("StoreLink selection in production", () => {
+  it("NODE_ENV=production without STORELINK_URL stops startup, saying what to set", () => {
+    const message = configErrorOf({ NODE_ENV: "production" });
+    expect(message).toContain("STORELINK_URL");
+    expect(message).toContain("KORRAL_STORELINK=embedded");
+    expect(message).not.toContain("\n");
+  });
+
+  it("production with STORELINK_URL, or with the explicit demo opt-in, starts", () => {
+    expect(
+      loadConfig({ NODE_ENV: "production", STORELINK_URL: "http://sl.internal" }).production,
+    ).toBe(true);
+    const demo = loadConfig({ NODE_ENV: "production", KORRAL_STORELINK: "embedded" });
+    expect(createStoreLink(demo)).toBeInstanceOf(InMemoryStoreLink);
+    expect(storelinkInUse(demo)).toBe("embedded demo");
+  });
+
+  it("outside production the embedded StoreLink stays the default", () => {
+    expect(storelinkInUse(loadConfig({}))).toBe("embedded demo");
+    expect(storelinkInUse(loadConfig({ NODE_ENV: "development" }))).toBe("embedded demo");
+  });
+
+  it("refuses both at once, and any other KORRAL_STORELINK value", () => {
+    expect(
+      configErrorOf({ KORRAL_STORELINK: "embedded", STORELINK_URL: "http://sl.internal" }),
+    ).toContain("both set");
+    expect(configErrorOf({ KORRAL_STORELINK: "demo" })).toContain("KORRAL_STORELINK:");
+  });
+
+  it("names the URL's host and port only, never userinfo, path, query or fragment", () => {
+    const label = storelinkInUse(loadConfig({ STORELINK_URL: SECRET_URL }));
+    expect(label).toBe("storelink.korral.internal:8443");
+    expect(label).not.toMatch(LEAKS);
+  });
+});
+
+/** Runs a built entry with a clean environment plus `env`; resolves on exit. */
+async function runToExit(entry: string, env: Record<string, string>) {
+  const run = spawnDist(entry, { PORT: "0", HOST: "127.0.0.1", ...env });
+  const guard = setTimeout(() => run.child.kill("SIGKILL"), 15_000);
+  const code = await run.exit;
+  clearTimeout(guard);
+  return { code, stderr: run.stderr(), stdout: run.stdout() };
+}
+
+describe.each(["http.js", "stdio.js"])(
+  "the built dist/%s in production without STORELINK_URL",
+  (entry) => {
+    it("exits 2 with one stderr line naming STORELINK_URL, nothing on stdout", async () => {
+      const run = await runToExit(entry, { NODE_ENV: "production", STORELINK_URL: "" });
+      expect(run.code).toBe(2);
+      const lines = run.stderr.trimEnd().split("\n");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/STORELINK_URL: required when NODE_ENV=production/);
+      expect(lines[0]).toContain("KORRAL_STORELINK=embedded");
+      expect(run.stdout).toBe("");
+    });
+  },
+);
+
+/** Starts dist/http.js and waits for its listening line; returns its base URL. */
+async function startHttp(env: Record<string, string>): Promise<{ run: Spawned; base: string }> {
+  const run = spawnDist("http.js", { PORT: "0", HOST: "127.0.0.1", ...env });
+  for (let i = 0; i < 300; i++) {
+    const port = /"port":([1-9]\d*)[^\n]*listening on HTTP/.exec(run.stderr())?.[1];
+    if (port) return { run, base: `http://127.0.0.1:${port}` };
+    if (run.child.exitCode !== null) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await run.stop();
+  throw new Error(`dist/http.js did not listen:\n${run.stderr()}`);
+}
+
+describe("the built dist/http.js says which StoreLink it uses", () => {
+  let logDir: string;
+  const started: Spawned[] = [];
+  beforeAll(async () => {
+    logDir = await mkdtemp(join(tmpdir(), "korral-storelink-mode-"));
+  });
+  afterAll(async () => {
+    await Promise.all(started.map((s) => s.stop()));
+    await rm(logDir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ["the explicit demo", { KORRAL_STORELINK: "embedded" }, "embedded demo"],
+    ["a StoreLink URL", { STORELINK_URL: SECRET_URL }, "storelink.korral.internal:8443"],
+  ])("%s: /healthz and the start-up lines name it", async (_what, env, expected) => {
+    const { run, base } = await startHttp({
+      NODE_ENV: "production",
+      KORRAL_LOG_DIR: logDir,
+      ...env,
+    });
+    started.push(run);
+    const health = await (await fetch(`${base}/healthz`)).json();
+    expect(health).toEqual({
+      status: "ok",
+      name: "korral-storelink",
+      version: expect.any(String),
+      storelink: expected,
+    });
+    const ops = run
+      .stderr()
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { message: string; storelink?: string; config?: object });
+    const starting = ops.find((l) => l.message === "korral-storelink starting");
+    const listening = ops.find((l) => l.message.includes("listening on HTTP"));
+    expect(starting?.config).toMatchObject({ storelink: expected });
+    expect(listening?.storelink).toBe(expected);
+    expect(run.stderr()).not.toMatch(LEAKS);
+    expect(JSON.stringify(health)).not.toMatch(LEAKS);
+  });
+});
