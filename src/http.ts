@@ -126,8 +126,9 @@ const isInitialize = (body: unknown): boolean =>
     : (body as { method?: unknown } | null)?.method === "initialize";
 
 /**
- * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT.
- * `afterClose` runs once in-flight requests are done (flush the logs there).
+ * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT,
+ * waiting up to `config.shutdownGraceMs` for requests and tool calls (shutdown.ts). `afterClose`
+ * runs once they are done, or the grace is over (flush the logs there).
  */
 export function serve(
   deps: ServerDeps,
@@ -142,7 +143,11 @@ export function serve(
     const { port } = listener.address() as AddressInfo;
     opsLog.info({ host: config.host, port }, "korral-storelink MCP server listening on HTTP");
   });
-  const stop = (): void => drainAndExit(listener, afterClose);
+  const stop = (): void =>
+    drainAndExit(listener, {
+      graceMs: config.shutdownGraceMs,
+      ...(afterClose ? { afterClose } : {}),
+    });
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   return listener;

@@ -1,9 +1,12 @@
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { inflightCalls } from "./inflight.js";
 import { createKeyProvider } from "./keys/index.js";
+import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
+import { finishAndExit } from "./shutdown.js";
+import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio-transport.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
@@ -19,18 +22,45 @@ async function main(): Promise<void> {
       config,
     ),
   );
-  await server.connect(new StdioServerTransport());
+  const transport = new LineLimitedStdioTransport(process.stdin, process.stdout, {
+    onOversize: (bytes) =>
+      opsLog.warn(
+        { bytes, limit: MAX_LINE_BYTES },
+        "discarded an stdin line longer than the limit; answered Invalid Request and kept serving",
+      ),
+  });
+  await server.connect(transport);
   console.error("korral-storelink MCP server running on stdio");
 
-  // The client closing stdin is the end of the session.
+  // The end of stdin is the end of the session, but not of the work already asked for: every
+  // request read is answered, and every tool call (a write above all) finishes and is audited,
+  // within the grace period (shutdown.ts).
+  let stopping = false;
   const stop = (): void => {
-    void server
-      .close()
-      .then(() => recorder.close())
-      .finally(() => process.exit(0));
+    if (stopping) return;
+    stopping = true;
+    // Then the calls: a cancelled request is not answered, but its tool call still runs.
+    void finishAndExit(
+      transport.whenAnswered().then(() => inflightCalls.whenIdle()),
+      {
+        graceMs: config.shutdownGraceMs,
+        afterClose: async () => {
+          await server.close();
+          await recorder.close();
+        },
+      },
+    );
   };
-  process.stdin.once("end", stop);
-  process.stdin.once("close", stop);
+  // "end" of the line reader, not of stdin: it comes after the last line has been dispatched.
+  transport.lines.once("end", stop);
+  const stopReading = (): void => {
+    // A line half read when the signal came is dropped; the requests already read are answered.
+    process.stdin.unpipe(transport.lines);
+    process.stdin.pause();
+    stop();
+  };
+  process.once("SIGTERM", stopReading);
+  process.once("SIGINT", stopReading);
 }
 
 main().catch((error: unknown) => {
