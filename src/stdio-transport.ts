@@ -102,6 +102,7 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
   readonly #out: Writable;
   readonly #pending = new Map<RequestId, number>();
   #answered: (() => void)[] = [];
+  #broken = false;
 
   constructor(
     stdin: Readable = process.stdin,
@@ -127,6 +128,15 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     super(lines, stdout, { maxBufferSize: maxLineBytes + 2 });
     this.lines = lines;
     this.#out = stdout;
+    // The client gone (EPIPE): no answer can be delivered any more, so none is waited for; the
+    // tool calls still finish and are audited. Without a listener the error would kill the
+    // process in the middle of a write.
+    stdout.on("error", (error) => {
+      this.#broken = true;
+      this.#pending.clear();
+      for (const resolve of this.#answered.splice(0)) resolve();
+      this.onerror?.(error);
+    });
   }
 
   /** The Protocol has set its handlers by now (connect() calls start() last): wrap them. */
@@ -149,6 +159,8 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
   }
 
   override async send(message: JSONRPCMessage): Promise<void> {
+    // A broken stdout never drains: do not wait for it.
+    if (this.#broken) return;
     await super.send(message);
     if (!("method" in message) && "id" in message && message.id !== undefined) {
       this.#settle(message.id);
@@ -162,7 +174,7 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
   }
 
   #track(message: JSONRPCMessage): void {
-    if (!("method" in message)) return;
+    if (this.#broken || !("method" in message)) return;
     if ("id" in message) {
       this.#pending.set(message.id, (this.#pending.get(message.id) ?? 0) + 1);
     } else if (message.method === "notifications/cancelled") {

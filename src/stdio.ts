@@ -29,6 +29,15 @@ async function main(): Promise<void> {
         "discarded an stdin line longer than the limit; answered Invalid Request and kept serving",
       ),
   });
+  let stdoutBroken = false;
+  server.onerror = (error) => {
+    // Reported once: the client closed its end of stdout (answers are lost, work goes on).
+    if ((error as NodeJS.ErrnoException).code !== "EPIPE" || stdoutBroken) return;
+    stdoutBroken = true;
+    opsLog.warn(
+      "stdout is closed: answers can no longer be delivered; running calls finish and are audited",
+    );
+  };
   await server.connect(transport);
   console.error("korral-storelink MCP server running on stdio");
 

@@ -155,4 +155,18 @@ describe("end of stdin", () => {
     expect(auditLines()[0]).toContain("CREATED");
     expect(JSON.parse(server.stdout().trim()).result.structuredContent.order_id).toBe("RPL-47-001");
   });
+
+  it("a client that closed stdout too: the write still finishes and is audited, exit 0", async () => {
+    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    // The answer will meet a closed pipe (EPIPE), which must not kill the process mid-write.
+    server.child.stdout?.destroy();
+    server.child.stdin?.end();
+
+    expect(await server.exit).toBe(0);
+    expect(auditLines()).toHaveLength(1);
+    expect(auditLines()[0]).toContain("CREATED");
+    expect(server.stderr()).toContain("stdout is closed");
+  });
 });
