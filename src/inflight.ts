@@ -17,8 +17,11 @@ const str = (value: unknown): string | null => (typeof value === "string" ? valu
  */
 export class InflightCall implements CallRecorder {
   #audited = false;
+  readonly #ts = new Date().toISOString();
+  readonly #started = performance.now();
   constructor(
     readonly requestId: string,
+    readonly tool: string,
     /** A write (create_replenishment_order): audited UNCERTAIN if abandoned. */
     readonly write: boolean,
     readonly args: unknown,
@@ -36,10 +39,25 @@ export class InflightCall implements CallRecorder {
   }
 
   /**
-   * Audits an abandoned write UNCERTAIN, unless it has already written its line. A closed
-   * recorder writes (and syncs) the line before this returns. Tells whether a line was written.
+   * Traces the abandoned call (it never returns to trace itself) and audits an abandoned write
+   * UNCERTAIN, unless it has already written its audit line. A closed recorder writes (and syncs)
+   * the lines before this returns. Tells whether an audit line was written.
    */
   abandon(): boolean {
+    const storeId = str(field(this.args, "store_id"));
+    this.recorder.trace(
+      {
+        ts: this.#ts,
+        request_id: this.requestId,
+        tool: this.tool,
+        store_id: storeId,
+        status: "error",
+        error: `${this.write ? "outcome_unknown" : "internal"}: stopped by shutdown`,
+        duration_ms: Math.round((performance.now() - this.#started) * 100) / 100,
+        args: this.args ?? {},
+      },
+      this.traceFields,
+    );
     if (!this.write || this.#audited) return false;
     const quantity = field(this.args, "quantity");
     void this.audit(
@@ -47,7 +65,7 @@ export class InflightCall implements CallRecorder {
         ts: new Date().toISOString(),
         outcome: "UNCERTAIN",
         order_id: null,
-        store_id: str(field(this.args, "store_id")),
+        store_id: storeId,
         sku: str(field(this.args, "sku")),
         quantity: typeof quantity === "number" ? quantity : null,
         request_id: this.requestId,
@@ -97,6 +115,7 @@ export class InflightCalls {
   abandonAll(): number {
     let writes = 0;
     for (const call of this.#calls) if (call.abandon()) writes++;
+    this.#calls.clear();
     return writes;
   }
 }

@@ -118,6 +118,7 @@ export async function callTool(
   // it is the call's recorder, to know whether the call already wrote its audit line.
   const inflight = new InflightCall(
     requestId,
+    name,
     tool.listing.annotations.readOnlyHint === false,
     args,
     deps.recorder,

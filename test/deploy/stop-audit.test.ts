@@ -132,7 +132,7 @@ describe("end of stdin", () => {
   });
 
   it("audits a write still running at the end of the grace UNCERTAIN, then exits 1", async () => {
-    const { storelink, server, auditLines } = await setUp(4_000, "stdio.js", 500);
+    const { storelink, server, auditLines, traceLines } = await setUp(4_000, "stdio.js", 500);
     server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
     await until(writeReached(storelink), "the create to reach StoreLink");
     server.child.stdin?.end();
@@ -142,6 +142,10 @@ describe("end of stdin", () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain("UNCERTAIN");
     expect(lines[0]).toContain("the process stopped before StoreLink answered");
+    // Its trace line too, joined by request id as every audit line is.
+    const requestId = /req=(req_\w+)/.exec(lines[0] ?? "")?.[1];
+    expect(requestId).toBeDefined();
+    expect(traceLines()).toEqual([expect.stringContaining(`"request_id":"${requestId}"`)]);
   });
 
   it("SIGTERM on stdio waits for the running write too", async () => {
