@@ -95,12 +95,15 @@ type RequestId = string | number;
  * - answers a line that is not JSON (-32700) or not a JSON-RPC message (-32600), where the SDK
  *   only reports it to `onerror` and the client would wait forever;
  * - counts the requests read and not yet answered, so that the end of stdin can wait for every
- *   request already read before the process exits (`whenAnswered`).
+ *   request already read before the process exits (`whenAnswered`);
+ * - at the end of stdin, fails its own requests to the client still unanswered (elicitation).
  */
 export class LineLimitedStdioTransport extends StdioServerTransport {
   readonly lines: LineLimiter;
   readonly #out: Writable;
   readonly #pending = new Map<RequestId, number>();
+  /** Our requests to the client (elicitation) still waiting for its answer. */
+  readonly #asked = new Set<RequestId>();
   #answered: (() => void)[] = [];
   #broken = false;
 
@@ -128,6 +131,19 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     super(lines, stdout, { maxBufferSize: maxLineBytes + 2 });
     this.lines = lines;
     this.#out = stdout;
+    // Once input has ended, the client can answer nothing more: fail our open requests to it
+    // now (a confirmation then counts as not given, and nothing is sent) rather than let the
+    // calls waiting on them run into the shutdown grace.
+    lines.once("end", () => {
+      for (const id of [...this.#asked]) {
+        this.#asked.delete(id);
+        this.onmessage?.({
+          jsonrpc: "2.0",
+          id,
+          error: { code: -32000, message: "Connection closed: stdin ended before the answer" },
+        });
+      }
+    });
     // The client gone (EPIPE): no answer can be delivered any more, so none is waited for; the
     // tool calls still finish and are audited. Without a listener the error would kill the
     // process in the middle of a write.
@@ -161,6 +177,7 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
   override async send(message: JSONRPCMessage): Promise<void> {
     // A broken stdout never drains: do not wait for it.
     if (this.#broken) return;
+    if ("method" in message && "id" in message) this.#asked.add(message.id);
     await super.send(message);
     if (!("method" in message) && "id" in message && message.id !== undefined) {
       this.#settle(message.id);
@@ -174,7 +191,11 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
   }
 
   #track(message: JSONRPCMessage): void {
-    if (this.#broken || !("method" in message)) return;
+    if (!("method" in message)) {
+      if ("id" in message && message.id !== undefined) this.#asked.delete(message.id);
+      return;
+    }
+    if (this.#broken) return;
     if ("id" in message) {
       this.#pending.set(message.id, (this.#pending.get(message.id) ?? 0) + 1);
     } else if (message.method === "notifications/cancelled") {

@@ -173,4 +173,26 @@ describe("end of stdin", () => {
     expect(auditLines()[0]).toContain("CREATED");
     expect(server.stderr()).toContain("stdout is closed");
   });
+
+  it("a confirmation asked of a client whose stdin then ended counts as not given: REJECTED, exit 0", async () => {
+    const { storelink, server, auditLines } = await setUp(0, "stdio.js", 6_000);
+    const init = initialize(1);
+    server.child.stdin?.write(
+      frames(
+        { ...init, params: { ...init.params, capabilities: { elicitation: { form: {} } } } },
+        { jsonrpc: "2.0", method: "notifications/initialized" },
+        toolCall(2, "create_replenishment_order", ORDER),
+      ),
+    );
+    await until(() => server.stdout().includes("elicitation/create"), "the confirmation request");
+    server.child.stdin?.end();
+
+    // Without an answer possible, the call must not wait out the grace (exit 1).
+    expect(await server.exit).toBe(0);
+    expect(storelink.received).toBe(0);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("REJECTED");
+    expect(lines[0]).toContain("did not confirm");
+  });
 });
