@@ -53,6 +53,13 @@ export class LineLimiter extends Transform {
     done();
   }
 
+  /** Forgets a line half read (input is being cut off, e.g. on SIGTERM); no report. */
+  dropPartial(): void {
+    this.#parts = [];
+    this.#size = 0;
+    this.#discarded = -1;
+  }
+
   #take(piece: Buffer): void {
     if (piece.length === 0) return;
     if (this.#discarded >= 0) {
@@ -100,6 +107,7 @@ type RequestId = string | number;
  */
 export class LineLimitedStdioTransport extends StdioServerTransport {
   readonly lines: LineLimiter;
+  readonly #in: Readable;
   readonly #out: Writable;
   readonly #pending = new Map<RequestId, number>();
   /** Our requests to the client (elicitation) still waiting for its answer. */
@@ -130,6 +138,7 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     // The limiter hands over one whole line per chunk: the SDK's buffer never holds more.
     super(lines, stdout, { maxBufferSize: maxLineBytes + 2 });
     this.lines = lines;
+    this.#in = stdin;
     this.#out = stdout;
     // Once input has ended, the client can answer nothing more: fail our open requests to it
     // now (a confirmation then counts as not given, and nothing is sent) rather than let the
@@ -182,6 +191,18 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     if (!("method" in message) && "id" in message && message.id !== undefined) {
       this.#settle(message.id);
     }
+  }
+
+  /**
+   * Reads no more input (SIGTERM): a line half read is dropped, the lines already read are
+   * handled, and the input ends as at EOF.
+   */
+  stopReading(): void {
+    this.#in.unpipe(this.lines);
+    this.#in.pause();
+    if (this.lines.writableEnded) return;
+    this.lines.dropPartial();
+    this.lines.end();
   }
 
   /** Resolves once every request read so far has been answered (or cancelled by the client). */

@@ -64,8 +64,7 @@ async function main(): Promise<void> {
   transport.lines.once("end", stop);
   const stopReading = (): void => {
     // A line half read when the signal came is dropped; the requests already read are answered.
-    process.stdin.unpipe(transport.lines);
-    process.stdin.pause();
+    transport.stopReading();
     stop();
   };
   process.once("SIGTERM", stopReading);

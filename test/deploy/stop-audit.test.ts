@@ -195,4 +195,24 @@ describe("end of stdin", () => {
     expect(lines[0]).toContain("REJECTED");
     expect(lines[0]).toContain("did not confirm");
   });
+
+  it("SIGTERM with a confirmation pending and half a line read: REJECTED, no parse error, exit 0", async () => {
+    const { storelink, server, auditLines } = await setUp(0, "stdio.js", 6_000);
+    const init = initialize(1);
+    server.child.stdin?.write(
+      frames(
+        { ...init, params: { ...init.params, capabilities: { elicitation: { form: {} } } } },
+        toolCall(2, "create_replenishment_order", ORDER),
+      ),
+    );
+    await until(() => server.stdout().includes("elicitation/create"), "the confirmation request");
+    server.child.stdin?.write('{"jsonrpc":"2.0","id":7,');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    server.child.kill("SIGTERM");
+
+    expect(await server.exit).toBe(0);
+    expect(storelink.received).toBe(0);
+    expect(auditLines()).toEqual([expect.stringContaining("REJECTED")]);
+    expect(server.stdout()).not.toContain("-32700");
+  });
 });

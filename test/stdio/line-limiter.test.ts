@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { LineLimiter } from "../../src/stdio-transport.js";
 
@@ -50,5 +51,40 @@ describe("LineLimiter", () => {
   it("passes a last line without newline, and reports a long one cut by the end of input", async () => {
     expect((await run(["a\nlast"])).lines).toEqual(["a\n", "last\n"]);
     expect((await run(["a\n", "y".repeat(30)])).oversize).toEqual([30]);
+  });
+});
+
+describe("LineLimiter, any input cut anywhere", () => {
+  it("passes exactly the non-empty lines within the limit and reports each longer one", async () => {
+    const lineArb = fc.oneof(
+      fc.string({ unit: "grapheme", maxLength: 8 }),
+      fc.constantFrom("", "\r", "é€😀", "x".repeat(16), "y".repeat(17), "\u2028ab\r"),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          lineArb.map((l) => l.replaceAll("\n", "")),
+          { maxLength: 12 },
+        ),
+        fc.array(fc.nat({ max: 400 }), { maxLength: 10 }),
+        fc.boolean(),
+        async (lines, cuts, finalNewline) => {
+          const text = lines.join("\n") + (finalNewline ? "\n" : "");
+          const bytes = Buffer.from(text, "utf8");
+          const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort(
+            (a, b) => a - b,
+          );
+          // Cut at arbitrary byte offsets, inside multi-byte characters and CRLFs included.
+          const pieces = [0, ...points].map((start, i, all) =>
+            bytes.subarray(start, all[i + 1] ?? bytes.length),
+          );
+          const { lines: out, oversize } = await run(pieces, 16);
+          const size = (l: string) => Buffer.byteLength(l, "utf8");
+          const kept = lines.filter((l) => l !== "" && l !== "\r" && size(l) <= 16);
+          expect(out).toEqual(kept.map((l) => `${l}\n`));
+          expect(oversize).toEqual(lines.filter((l) => size(l) > 16).map(size));
+        },
+      ),
+    );
   });
 });
