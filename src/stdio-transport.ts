@@ -134,7 +134,9 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     });
     stdin.pipe(lines);
     // A read error ends the input like EOF does: what was read is still answered.
-    stdin.once("error", () => lines.end());
+    stdin.once("error", () => {
+      if (!lines.writableEnded) lines.end();
+    });
     // The limiter hands over one whole line per chunk: the SDK's buffer never holds more.
     super(lines, stdout, { maxBufferSize: maxLineBytes + 2 });
     this.lines = lines;
@@ -173,7 +175,9 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     };
     const report = this.onerror;
     this.onerror = (error) => {
-      if (error instanceof SyntaxError) {
+      if (this.#broken) {
+        // Nothing more can be answered.
+      } else if (error instanceof SyntaxError) {
         this.#out.write(errorLine(-32700, "Parse error: the line is not valid JSON."));
       } else if (error.name === "ZodError") {
         this.#out.write(errorLine(-32600, "Invalid Request: not a JSON-RPC 2.0 message."));
