@@ -85,6 +85,12 @@ const schema = z.object({
   KORRAL_STORELINK: z.enum(["embedded"], { error: 'must be "embedded" (or unset)' }).optional(),
   /** `production` (the image sets it): a missing STORELINK_URL stops startup. */
   NODE_ENV: z.string().optional(),
+  /**
+   * How long SIGTERM and the end of stdin wait for running requests and tool calls before the
+   * process exits 1, auditing writes still running as UNCERTAIN. Cloud Run SIGKILLs 10 s after
+   * SIGTERM, and up to a further second goes to flushing the logs: keep it at most 9000 there.
+   */
+  KORRAL_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(8_000),
   /** Per-request deadline of the HTTP StoreLink client. */
   STORELINK_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(5_000),
 });
@@ -113,6 +119,7 @@ export type Config = Readonly<{
   allowedHosts: readonly string[];
   allowedOrigins: readonly string[];
   rateLimitPerMin: number;
+  shutdownGraceMs: number;
 }>;
 
 export class ConfigError extends Error {
@@ -188,5 +195,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowedHosts: c.KORRAL_ALLOWED_HOSTS,
     allowedOrigins: c.KORRAL_ALLOWED_ORIGINS,
     rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,
+    shutdownGraceMs: c.KORRAL_SHUTDOWN_GRACE_MS,
   };
 }

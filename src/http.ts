@@ -131,8 +131,9 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
 }
 
 /**
- * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT.
- * `afterClose` runs once in-flight requests are done (flush the logs there).
+ * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT,
+ * waiting up to `config.shutdownGraceMs` for requests and tool calls (shutdown.ts). `afterClose`
+ * runs once they are done, or the grace is over (flush the logs there).
  */
 export function serve(
   deps: ServerDeps,
@@ -157,7 +158,11 @@ export function serve(
       "korral-storelink MCP server listening on HTTP",
     );
   });
-  const stop = (): void => drainAndExit(listener, afterClose);
+  const stop = (): void =>
+    drainAndExit(listener, {
+      graceMs: config.shutdownGraceMs,
+      ...(afterClose ? { afterClose } : {}),
+    });
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   return listener;

@@ -13,6 +13,7 @@ import { STDIO_CALLER } from "./caller.js";
 import { type Config, loadConfig } from "./config.js";
 import { elicitorFor } from "./elicit.js";
 import { toToolError } from "./errors.js";
+import { InflightCall, inflightCalls } from "./inflight.js";
 import { FileKeyProvider } from "./keys/file.js";
 import { opsLog } from "./logging/ops.js";
 import { nullRecorder } from "./logging/records.js";
@@ -111,6 +112,17 @@ export async function callTool(
     );
   }
   const requestId = newRequestId();
+  // Registered until the call returns, so a stop waits for it (and audits an abandoned write);
+  // it is the call's recorder, to know whether the call already wrote its audit line.
+  const inflight = new InflightCall(
+    requestId,
+    name,
+    tool.listing.annotations.readOnlyHint === false,
+    args,
+    deps.recorder,
+    traceFields,
+  );
+  inflightCalls.begin(inflight);
   const started = performance.now();
   const ts = new Date().toISOString();
   let result: CallToolResult;
@@ -122,7 +134,7 @@ export async function callTool(
     const ctx: { [K in keyof Required<ToolContext>]: ToolContext[K] } = {
       storelink: deps.storelink,
       keys: deps.keys,
-      recorder: deps.recorder,
+      recorder: inflight,
       orderCap: deps.orderCap,
       confirmWrites: deps.confirmWrites,
       limiter: deps.limiter,
@@ -155,6 +167,7 @@ export async function callTool(
       isError: true,
     };
   }
+  inflightCalls.end(inflight);
   deps.recorder.trace(
     {
       ts,

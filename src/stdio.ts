@@ -1,9 +1,13 @@
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { inflightCalls } from "./inflight.js";
 import { createKeyProvider } from "./keys/index.js";
+import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
+import { finishAndExit } from "./shutdown.js";
+import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio-transport.js";
+import { storelinkInUse } from "./storelink/index.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
@@ -19,18 +23,56 @@ async function main(): Promise<void> {
       config,
     ),
   );
-  await server.connect(new StdioServerTransport());
-  console.error("korral-storelink MCP server running on stdio");
-
-  // The client closing stdin is the end of the session.
-  const stop = (): void => {
-    void server
-      .close()
-      .then(() => recorder.close())
-      .finally(() => process.exit(0));
+  const transport = new LineLimitedStdioTransport(process.stdin, process.stdout, {
+    onOversize: (bytes) =>
+      opsLog.warn(
+        { bytes, limit: MAX_LINE_BYTES },
+        "discarded an stdin line longer than the limit; answered Invalid Request and kept serving",
+      ),
+  });
+  let stdoutBroken = false;
+  server.onerror = (error) => {
+    // Reported once: the client closed its end of stdout (answers are lost, work goes on).
+    if ((error as NodeJS.ErrnoException).code !== "EPIPE" || stdoutBroken) return;
+    stdoutBroken = true;
+    opsLog.warn(
+      "stdout is closed: answers can no longer be delivered; running calls finish and are audited",
+    );
   };
-  process.stdin.once("end", stop);
-  process.stdin.once("close", stop);
+  await server.connect(transport);
+  // Which StoreLink answers (the URL's host, or the embedded demo): never a path, query or key.
+  console.error(
+    `korral-storelink MCP server running on stdio (StoreLink: ${storelinkInUse(config)})`,
+  );
+
+  // The end of stdin is the end of the session, but not of the work already asked for: every
+  // request read is answered, and every tool call (a write above all) finishes and is audited,
+  // within the grace period (shutdown.ts).
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    // Then the calls: a cancelled request is not answered, but its tool call still runs.
+    void finishAndExit(
+      transport.whenAnswered().then(() => inflightCalls.whenIdle()),
+      {
+        graceMs: config.shutdownGraceMs,
+        afterClose: async () => {
+          await server.close();
+          await recorder.close();
+        },
+      },
+    );
+  };
+  // "end" of the line reader, not of stdin: it comes after the last line has been dispatched.
+  transport.lines.once("end", stop);
+  const stopReading = (): void => {
+    // A line half read when the signal came is dropped; the requests already read are answered.
+    transport.stopReading();
+    stop();
+  };
+  process.once("SIGTERM", stopReading);
+  process.once("SIGINT", stopReading);
 }
 
 main().catch((error: unknown) => {

@@ -1,3 +1,4 @@
+import { closeSync, fdatasyncSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { dirname } from "node:path";
 
@@ -27,6 +28,9 @@ const REOPEN_AFTER_MS = 5_000;
  *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It
  *   reopens (recreating the directory), writes those lines again into the new file, and warns.
  *   If it cannot reopen (a file where the directory was), the warning says lines are dropped.
+ * - Once `close()` has been called, a line is still written: synchronously (and synced, if
+ *   durable) before `append` returns, so a line made while the process stops (the audit of a
+ *   write abandoned at the end of the shutdown grace) is on disk before it exits.
  */
 export class LineFile {
   readonly path: string;
@@ -45,20 +49,53 @@ export class LineFile {
 
   /** Queues one line (without its newline). Resolves when written (and synced, if durable). */
   append(line: string, options: { durable?: boolean } = {}): Promise<void> {
-    if (this.#closed) return Promise.resolve();
+    if (this.#closed) {
+      this.#appendNow(`${line}\n`, options.durable === true);
+      return Promise.resolve();
+    }
     return new Promise<void>((done) => {
       this.#queue.push({ data: `${line}\n`, durable: options.durable === true, done });
       this.#flushing ??= this.#drain();
     });
   }
 
-  /** Writes what is queued, then closes the file. Later appends are ignored. */
+  /**
+   * Stops queueing: from now on `append` writes synchronously (see the class comment); then
+   * writes what is queued and closes the file handle.
+   */
   async close(): Promise<void> {
-    await this.#flushing;
     this.#closed = true;
+    // A drain started before close() may still pick up lines queued before it: wait for them all.
+    while (this.#flushing) await this.#flushing;
     const handle = this.#handle;
     this.#handle = undefined;
     await handle?.close().catch(() => {});
+  }
+
+  /** One whole line, written (and synced) before returning; for lines made after close(). */
+  #appendNow(data: string, durable: boolean): void {
+    let fd: number | undefined;
+    try {
+      mkdirSync(dirname(this.path), { recursive: true });
+      fd = openSync(this.path, "a", 0o640);
+      const buffer = Buffer.from(data, "utf8");
+      let offset = 0;
+      while (offset < buffer.length) {
+        const written = writeSync(fd, buffer, offset, buffer.length - offset);
+        if (written <= 0) throw new Error("short write");
+        offset += written;
+      }
+      if (durable) fdatasyncSync(fd);
+      this.#warned = false;
+    } catch (error) {
+      this.#fail(error);
+    } finally {
+      if (fd !== undefined) {
+        try {
+          closeSync(fd);
+        } catch {}
+      }
+    }
   }
 
   async #drain(): Promise<void> {

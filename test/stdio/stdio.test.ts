@@ -57,7 +57,9 @@ describe("stdio entry (built dist/stdio.js)", () => {
     const byId = new Map(messages.map((m) => [m.id, m]));
     expect([...byId.keys()].sort()).toEqual([1, 2, 3, 4]);
     expect(byId.get(4).result.isError).toBe(true);
-    expect(server.stderr()).toContain("korral-storelink MCP server running on stdio");
+    expect(server.stderr()).toContain(
+      "korral-storelink MCP server running on stdio (StoreLink: embedded demo)",
+    );
   });
 
   it("runs the demo flow for an SDK client over stdio", async () => {

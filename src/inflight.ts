@@ -1,0 +1,124 @@
+import type { AuditRecord, CallRecorder, TraceRecord } from "./logging/records.js";
+import type { TraceFields } from "./logging/trace-context.js";
+
+/** Why a write still running at the end of the shutdown grace is audited UNCERTAIN. */
+export const ABANDONED_DETAIL =
+  "the process stopped before StoreLink answered; the order may or may not have been created: " +
+  "check get_replenishment_status before resubmitting";
+
+const field = (raw: unknown, key: string): unknown =>
+  raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>)[key] : undefined;
+const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
+
+/**
+ * One running tool call. It is the call's recorder too, so it knows whether the call has already
+ * written its audit line: a write abandoned at shutdown must leave exactly one line, never an
+ * UNCERTAIN next to its own CREATED.
+ */
+export class InflightCall implements CallRecorder {
+  #audited = false;
+  readonly #ts = new Date().toISOString();
+  readonly #started = performance.now();
+  constructor(
+    readonly requestId: string,
+    readonly tool: string,
+    /** A write (create_replenishment_order): audited UNCERTAIN if abandoned. */
+    readonly write: boolean,
+    readonly args: unknown,
+    readonly recorder: CallRecorder,
+    readonly traceFields: TraceFields,
+  ) {}
+
+  trace(record: TraceRecord, context?: TraceFields): void {
+    this.recorder.trace(record, context);
+  }
+
+  audit(record: AuditRecord, context?: TraceFields): Promise<void> {
+    this.#audited = true;
+    return this.recorder.audit(record, context);
+  }
+
+  /**
+   * Traces the abandoned call (it never returns to trace itself) and audits an abandoned write
+   * UNCERTAIN, unless it has already written its audit line. A closed recorder writes (and syncs)
+   * the lines before this returns. Tells whether an audit line was written.
+   */
+  abandon(): boolean {
+    const storeId = str(field(this.args, "store_id"));
+    this.recorder.trace(
+      {
+        ts: this.#ts,
+        request_id: this.requestId,
+        tool: this.tool,
+        store_id: storeId,
+        status: "error",
+        error: `${this.write ? "outcome_unknown" : "internal"}: stopped by shutdown`,
+        duration_ms: Math.round((performance.now() - this.#started) * 100) / 100,
+        args: this.args ?? {},
+      },
+      this.traceFields,
+    );
+    if (!this.write || this.#audited) return false;
+    const quantity = field(this.args, "quantity");
+    void this.audit(
+      {
+        ts: new Date().toISOString(),
+        outcome: "UNCERTAIN",
+        order_id: null,
+        store_id: storeId,
+        sku: str(field(this.args, "sku")),
+        quantity: typeof quantity === "number" ? quantity : null,
+        request_id: this.requestId,
+        reason: str(field(this.args, "reason")),
+        detail: ABANDONED_DETAIL,
+      },
+      this.traceFields,
+    );
+    return true;
+  }
+}
+
+/**
+ * The tool calls of this process that have not returned yet, so that a stop (SIGTERM, the end of
+ * stdin) can wait for them, and audit the writes among them that outlive the grace period.
+ */
+export class InflightCalls {
+  readonly #calls = new Set<InflightCall>();
+  #idle: (() => void)[] = [];
+
+  get size(): number {
+    return this.#calls.size;
+  }
+
+  begin(call: InflightCall): void {
+    this.#calls.add(call);
+  }
+
+  end(call: InflightCall): void {
+    this.#calls.delete(call);
+    if (this.#calls.size === 0 && this.#idle.length > 0) {
+      for (const resolve of this.#idle.splice(0)) resolve();
+    }
+  }
+
+  /** Resolves once no call is running (at once if none is). */
+  whenIdle(): Promise<void> {
+    if (this.#calls.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  /**
+   * Audits every running write UNCERTAIN. Call it last before exiting: after the recorder is
+   * closed, its lines are written (and synced) before this returns, and no later answer can run.
+   * Returns how many writes were abandoned.
+   */
+  abandonAll(): number {
+    let writes = 0;
+    for (const call of this.#calls) if (call.abandon()) writes++;
+    this.#calls.clear();
+    return writes;
+  }
+}
+
+/** The process's running tool calls (callTool registers every call here). */
+export const inflightCalls = new InflightCalls();

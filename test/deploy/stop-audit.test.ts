@@ -1,0 +1,218 @@
+import { existsSync, readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { request } from "node:http";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { type DelayedOrders, startDelayedEmulator, until } from "../helpers/delayed-emulator.js";
+import { tempWorkspace } from "../helpers/fixtures.js";
+import { HERO_REASON } from "../helpers/harness.js";
+import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
+import { type Spawned, spawnDist } from "../helpers/spawn.js";
+
+/**
+ * Issue 12, point 3: every write that reached StoreLink leaves exactly one audit line, even when
+ * the process is told to stop. The built processes over the StoreLink emulator (in this process),
+ * whose order creation is delayed.
+ */
+
+const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+async function setUp(delayMs: number, entry: "http.js" | "stdio.js", graceMs: number) {
+  const emulator = await startDelayedEmulator(delayMs);
+  cleanup.push(() => emulator.close());
+  const ws = await tempWorkspace();
+  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
+  const server = spawnDist(entry, {
+    STORELINK_URL: emulator.baseUrl,
+    STORELINK_TIMEOUT_MS: "10000",
+    KORRAL_KEYS_FILE: ws.keysFile,
+    KORRAL_LOG_DIR: ws.logDir,
+    KORRAL_SHUTDOWN_GRACE_MS: String(graceMs),
+    ...(entry === "http.js" ? { HOST: "127.0.0.1", PORT: "0" } : {}),
+  });
+  cleanup.push(() => server.stop());
+  const auditLines = (): string[] => {
+    const file = join(ws.logDir, "audit.log");
+    return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+  };
+  const traceLines = (): string[] => {
+    const file = join(ws.logDir, "trace.jsonl");
+    return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+  };
+  return { storelink: emulator.storelink, server, auditLines, traceLines };
+}
+
+async function portOf(server: Spawned): Promise<number> {
+  let port: string | undefined;
+  await until(() => {
+    port = /"port":(\d+)[^\n]*listening on HTTP/.exec(server.stderr())?.[1];
+    return port !== undefined;
+  }, "the HTTP server to listen");
+  return Number(port);
+}
+
+/** POSTs the create and returns the request, so the test can drop its socket. */
+function postCreate(port: number) {
+  const req = request({
+    host: "127.0.0.1",
+    port,
+    path: "/mcp",
+    method: "POST",
+    headers: MCP_HEADERS,
+  });
+  req.on("error", () => {});
+  req.end(JSON.stringify(toolCall(42, "create_replenishment_order", ORDER)));
+  return req;
+}
+
+const writeReached = (storelink: DelayedOrders) => () => storelink.received === 1;
+
+describe("SIGTERM over HTTP", () => {
+  it("waits for a write whose client dropped its socket, audits it CREATED, exits 0", async () => {
+    const { storelink, server, auditLines } = await setUp(1_500, "http.js", 6_000);
+    const req = postCreate(await portOf(server));
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    req.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    server.child.kill("SIGTERM");
+
+    expect(await server.exit).toBe(0);
+    expect(storelink.created).toEqual(["RPL-47-001"]);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("CREATED");
+    expect(lines[0]).toContain("RPL-47-001");
+  });
+
+  it("audits a write StoreLink has not answered by the end of the grace UNCERTAIN, then exits 1", async () => {
+    const { storelink, server, auditLines } = await setUp(4_000, "http.js", 500);
+    postCreate(await portOf(server));
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    server.child.kill("SIGTERM");
+
+    expect(await server.exit).toBe(1);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    const line = lines[0] ?? "";
+    expect(line).toContain("UNCERTAIN");
+    for (const fact of ["47", "8847291", "24", "Buyer approved 24", "req_"]) {
+      expect(line).toContain(fact);
+    }
+    expect(line).toContain("the process stopped before StoreLink answered");
+    expect(server.stderr()).toContain("audited UNCERTAIN");
+  });
+});
+
+describe("end of stdin", () => {
+  const frames = (...messages: object[]) => messages.map((m) => `${JSON.stringify(m)}\n`).join("");
+
+  it("answers the piped create and audits it CREATED before exiting 0", async () => {
+    const { storelink, server, auditLines, traceLines } = await setUp(1_500, "stdio.js", 6_000);
+    server.child.stdin?.end(
+      frames(initialize(1), toolCall(2, "create_replenishment_order", ORDER)),
+    );
+
+    expect(await server.exit).toBe(0);
+    expect(storelink.created).toEqual(["RPL-47-001"]);
+    const answers = server
+      .stdout()
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(answers.map((a) => a.id).sort()).toEqual([1, 2]);
+    expect(answers.find((a) => a.id === 2).result.structuredContent.order_id).toBe("RPL-47-001");
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("CREATED");
+    expect(traceLines()).toHaveLength(1);
+  });
+
+  it("audits a write still running at the end of the grace UNCERTAIN, then exits 1", async () => {
+    const { storelink, server, auditLines, traceLines } = await setUp(4_000, "stdio.js", 500);
+    server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    server.child.stdin?.end();
+
+    expect(await server.exit).toBe(1);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("UNCERTAIN");
+    expect(lines[0]).toContain("the process stopped before StoreLink answered");
+    // Its trace line too, joined by request id as every audit line is.
+    const requestId = /req=(req_\w+)/.exec(lines[0] ?? "")?.[1];
+    expect(requestId).toBeDefined();
+    expect(traceLines()).toEqual([expect.stringContaining(`"request_id":"${requestId}"`)]);
+  });
+
+  it("SIGTERM on stdio waits for the running write too", async () => {
+    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    server.child.kill("SIGTERM");
+
+    expect(await server.exit).toBe(0);
+    expect(auditLines()).toHaveLength(1);
+    expect(auditLines()[0]).toContain("CREATED");
+    expect(JSON.parse(server.stdout().trim()).result.structuredContent.order_id).toBe("RPL-47-001");
+  });
+
+  it("a client that closed stdout too: the write still finishes and is audited, exit 0", async () => {
+    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    // The answer will meet a closed pipe (EPIPE), which must not kill the process mid-write.
+    server.child.stdout?.destroy();
+    server.child.stdin?.end();
+
+    expect(await server.exit).toBe(0);
+    expect(auditLines()).toHaveLength(1);
+    expect(auditLines()[0]).toContain("CREATED");
+    expect(server.stderr()).toContain("stdout is closed");
+  });
+
+  it("a confirmation asked of a client whose stdin then ended counts as not given: REJECTED, exit 0", async () => {
+    const { storelink, server, auditLines } = await setUp(0, "stdio.js", 6_000);
+    const init = initialize(1);
+    server.child.stdin?.write(
+      frames(
+        { ...init, params: { ...init.params, capabilities: { elicitation: { form: {} } } } },
+        { jsonrpc: "2.0", method: "notifications/initialized" },
+        toolCall(2, "create_replenishment_order", ORDER),
+      ),
+    );
+    await until(() => server.stdout().includes("elicitation/create"), "the confirmation request");
+    server.child.stdin?.end();
+
+    // Without an answer possible, the call must not wait out the grace (exit 1).
+    expect(await server.exit).toBe(0);
+    expect(storelink.received).toBe(0);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("REJECTED");
+    expect(lines[0]).toContain("did not confirm");
+  });
+
+  it("SIGTERM with a confirmation pending and half a line read: REJECTED, no parse error, exit 0", async () => {
+    const { storelink, server, auditLines } = await setUp(0, "stdio.js", 6_000);
+    const init = initialize(1);
+    server.child.stdin?.write(
+      frames(
+        { ...init, params: { ...init.params, capabilities: { elicitation: { form: {} } } } },
+        toolCall(2, "create_replenishment_order", ORDER),
+      ),
+    );
+    await until(() => server.stdout().includes("elicitation/create"), "the confirmation request");
+    server.child.stdin?.write('{"jsonrpc":"2.0","id":7,');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    server.child.kill("SIGTERM");
+
+    expect(await server.exit).toBe(0);
+    expect(storelink.received).toBe(0);
+    expect(auditLines()).toEqual([expect.stringContaining("REJECTED")]);
+    expect(server.stdout()).not.toContain("-32700");
+  });
+});
