@@ -1,14 +1,11 @@
 import type { AuditRecord, CallRecorder, TraceRecord } from "./logging/records.js";
 import type { TraceFields } from "./logging/trace-context.js";
+import { rawOrderFields } from "./tools/common.js";
 
 /** Why a write still running at the end of the shutdown grace is audited UNCERTAIN. */
 export const ABANDONED_DETAIL =
   "the process stopped before StoreLink answered; the order may or may not have been created: " +
   "check get_replenishment_status before resubmitting";
-
-const field = (raw: unknown, key: string): unknown =>
-  raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>)[key] : undefined;
-const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
 
 /**
  * One running tool call. It is the call's recorder too, so it knows whether the call has already
@@ -44,13 +41,13 @@ export class InflightCall implements CallRecorder {
    * the lines before this returns. Tells whether an audit line was written.
    */
   abandon(): boolean {
-    const storeId = str(field(this.args, "store_id"));
+    const fields = rawOrderFields(this.args);
     this.recorder.trace(
       {
         ts: this.#ts,
         request_id: this.requestId,
         tool: this.tool,
-        store_id: storeId,
+        store_id: fields.store_id,
         status: "error",
         error: `${this.write ? "outcome_unknown" : "internal"}: stopped by shutdown`,
         duration_ms: Math.round((performance.now() - this.#started) * 100) / 100,
@@ -59,17 +56,13 @@ export class InflightCall implements CallRecorder {
       this.traceFields,
     );
     if (!this.write || this.#audited) return false;
-    const quantity = field(this.args, "quantity");
     void this.audit(
       {
         ts: new Date().toISOString(),
         outcome: "UNCERTAIN",
         order_id: null,
-        store_id: storeId,
-        sku: str(field(this.args, "sku")),
-        quantity: typeof quantity === "number" ? quantity : null,
+        ...fields,
         request_id: this.requestId,
-        reason: str(field(this.args, "reason")),
         detail: ABANDONED_DETAIL,
       },
       this.traceFields,

@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Level, type Logger } from "pino";
+import { escapeLineTerminators } from "./format.js";
 import { redact } from "./redact.js";
 
 export type OpsFormat = "plain" | "cloud";
@@ -39,7 +40,9 @@ const serializers = {
  * Cloud Logging's fields (`severity`, `message`, `logging.googleapis.com/trace` of the request).
  */
 export function createOpsLogger(options: OpsLogOptions): Logger {
-  const destination = options.destination ?? pino.destination({ dest: 2, sync: false });
+  const destination = oneLinePerEntry(
+    options.destination ?? pino.destination({ dest: 2, sync: false }),
+  );
   if (options.format === "plain") {
     return pino(
       { name: "korral-storelink", level: options.level, base: undefined, serializers },
@@ -59,6 +62,25 @@ export function createOpsLogger(options: OpsLogOptions): Logger {
     },
     destination,
   );
+}
+
+/**
+ * The ops log is line-oriented too: pino's JSON leaves NEL, U+2028 and U+2029 raw, and text from
+ * a client can reach it (a URL in the debug access log, an error's message), so a reader that
+ * splits on them would see a forged line. One regex test per entry; a copy only when one is there.
+ */
+function oneLinePerEntry(destination: DestinationStream): DestinationStream {
+  const target = destination as DestinationStream & {
+    flush?: (cb?: (error?: Error) => void) => void;
+    flushSync?: () => void;
+  };
+  const wrapped: typeof target = {
+    write: (line: string) => target.write(escapeLineTerminators(line)),
+  };
+  // Forwarded, not inherited: sonic-boom keeps its state on `this`.
+  if (target.flush) wrapped.flush = (cb) => target.flush?.(cb);
+  if (target.flushSync) wrapped.flushSync = () => target.flushSync?.();
+  return wrapped;
 }
 
 /**

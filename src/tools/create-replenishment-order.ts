@@ -6,7 +6,14 @@ import type { Reservation } from "../order-cap.js";
 import type { Sku, StockReading, Store } from "../storelink/client.js";
 import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
-import { rawIdText, skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import {
+  type RawOrderFields,
+  rawOrderFields,
+  skuSchema,
+  storeDirectory,
+  storeIdSchema,
+  unknownStore,
+} from "./common.js";
 import { defineTool, type ToolContext } from "./define.js";
 
 const input = z.strictObject({
@@ -109,19 +116,10 @@ const output = z
   });
 type Output = z.infer<typeof output>;
 
-const field = (raw: unknown, key: string): unknown =>
-  raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>)[key] : undefined;
-const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
-
 async function audit(
   ctx: ToolContext,
   outcome: AuditOutcome,
-  args: {
-    store_id: string | null;
-    sku: string | null;
-    quantity: number | null;
-    reason: string | null;
-  },
+  args: RawOrderFields,
   orderId: string | null,
   detail?: string,
 ): Promise<void> {
@@ -356,19 +354,7 @@ export const createReplenishmentOrder = defineTool({
   },
   storeIdOf: ({ store_id }) => store_id,
   async onRefused(raw, error, ctx) {
-    const quantity = field(raw, "quantity");
-    await audit(
-      ctx,
-      "REJECTED",
-      {
-        store_id: rawIdText(field(raw, "store_id")),
-        sku: rawIdText(field(raw, "sku")),
-        quantity: typeof quantity === "number" ? quantity : null,
-        reason: str(field(raw, "reason")),
-      },
-      null,
-      error.message,
-    );
+    await audit(ctx, "REJECTED", rawOrderFields(raw), null, error.message);
   },
   async handler(args: Input, ctx): Promise<Output> {
     const auditArgs = {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createOpsLogger } from "../../src/logging/ops.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditOutcome, AuditRecord, TraceRecord } from "../../src/logging/records.js";
 import { redact, redactText } from "../../src/logging/redact.js";
@@ -265,5 +266,26 @@ describe("line terminators in any field", () => {
     expect(count(traceText)).toBe(2);
     expect(count(stdout.map((l) => `${l}\n`).join(""))).toBe(3);
     expect(splitlines(auditText + traceText)).toHaveLength(3);
+  });
+
+  it("the ops log (pino JSON on stderr) writes one line per entry too", () => {
+    let written = "";
+    const ops = createOpsLogger({
+      format: "cloud",
+      level: "info",
+      destination: {
+        write(line: string) {
+          written += line;
+        },
+      },
+    });
+    fc.assert(
+      fc.property(hostile, (text) => {
+        written = "";
+        ops.error({ err: new Error(text), url: text }, text);
+        expect(splitlines(written)).toHaveLength(1);
+        expect((JSON.parse(written) as { url: string }).url).toBe(redactText(text));
+      }),
+    );
   });
 });
