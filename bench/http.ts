@@ -61,6 +61,11 @@ const SERVER_ENV = {
   // The backstop would measure the limiter, not the service.
   KORRAL_RATE_LIMIT_PER_MIN: "0",
   LOG_LEVEL: "info",
+  // As the image runs it: production (structured stdout lines, as Cloud Run collects them), with
+  // the embedded StoreLink opted into explicitly, since the bench measures the service, not a
+  // StoreLink over the network.
+  NODE_ENV: "production",
+  KORRAL_STORELINK: "embedded",
 };
 const children = new Set<ChildProcess>();
 
