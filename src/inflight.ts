@@ -14,8 +14,6 @@ export const ABANDONED_DETAIL =
  */
 export class InflightCall implements CallRecorder {
   #audited = false;
-  readonly #ts = new Date().toISOString();
-  readonly #started = performance.now();
   constructor(
     readonly requestId: string,
     readonly tool: string,
@@ -24,6 +22,9 @@ export class InflightCall implements CallRecorder {
     readonly args: unknown,
     readonly recorder: CallRecorder,
     readonly traceFields: TraceFields,
+    /** The call's start, as its own trace line records it (ISO time, performance.now()). */
+    readonly ts: string,
+    readonly started: number,
   ) {}
 
   trace(record: TraceRecord, context?: TraceFields): void {
@@ -44,13 +45,13 @@ export class InflightCall implements CallRecorder {
     const fields = rawOrderFields(this.args);
     this.recorder.trace(
       {
-        ts: this.#ts,
+        ts: this.ts,
         request_id: this.requestId,
         tool: this.tool,
         store_id: fields.store_id,
         status: "error",
         error: `${this.write ? "outcome_unknown" : "internal"}: stopped by shutdown`,
-        duration_ms: Math.round((performance.now() - this.#started) * 100) / 100,
+        duration_ms: Math.round((performance.now() - this.started) * 100) / 100,
         args: this.args ?? {},
       },
       this.traceFields,

@@ -112,6 +112,8 @@ export async function callTool(
     );
   }
   const requestId = newRequestId();
+  const started = performance.now();
+  const ts = new Date().toISOString();
   // Registered until the call returns, so a stop waits for it (and audits an abandoned write);
   // it is the call's recorder, to know whether the call already wrote its audit line.
   const inflight = new InflightCall(
@@ -121,10 +123,10 @@ export async function callTool(
     args,
     deps.recorder,
     traceFields,
+    ts,
+    started,
   );
   inflightCalls.begin(inflight);
-  const started = performance.now();
-  const ts = new Date().toISOString();
   let result: CallToolResult;
   let storeId: string | null;
   let error: string | null = null;
