@@ -1,8 +1,7 @@
 import type { ApiKey } from "../../src/keys/api-key.js";
 import type { CreatedOrder, OrderRequest } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import { createEmulatorApp } from "../../src/storelink-emulator.js";
-import { type Listening, listen } from "./listen.js";
+import { startRecordingStoreLink } from "./recording-storelink.js";
 
 /** The seeded StoreLink, whose order creation takes `delayMs` before the order exists. */
 export class DelayedOrders extends InMemoryStoreLink {
@@ -31,12 +30,8 @@ export async function startDelayedEmulator(
   delayMs: number,
 ): Promise<{ storelink: DelayedOrders; baseUrl: string; close(): Promise<void> }> {
   const storelink = new DelayedOrders(delayMs);
-  const listening: Listening = await listen(createEmulatorApp({ storelink }));
-  return {
-    storelink,
-    baseUrl: listening.url.replace(/\/mcp$/, ""),
-    close: () => listening.close(),
-  };
+  const { url, close } = await startRecordingStoreLink(storelink);
+  return { storelink, baseUrl: url, close };
 }
 
 /** Polls `check` every 10 ms until it holds, or fails after `timeoutMs`. */
