@@ -8,17 +8,8 @@ import { ConfigError, DEFAULT_SECRET_NAME_PATTERN, loadConfig } from "../../src/
 import { FileKeyProvider } from "../../src/keys/file.js";
 import { createKeyProvider } from "../../src/keys/index.js";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
+import { configErrorOf } from "../helpers/config.js";
 import { FakeSecretManager } from "../helpers/fake-secret-manager.js";
-
-const configErrorOf = (env: NodeJS.ProcessEnv): string => {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as ConfigError).message;
-  }
-  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
-};
 
 describe("loadConfig: key source", () => {
   it("defaults to the key file, Secret Manager settings at their documented defaults", () => {

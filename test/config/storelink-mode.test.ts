@@ -5,21 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { createStoreLink, storelinkInUse } from "../../src/storelink/index.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { configErrorOf } from "../helpers/config.js";
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
  * Issue 13: a production deployment never runs the embedded, seeded StoreLink by accident, and
  * says which StoreLink it uses (host only) at start-up and on /healthz.
  */
-const configErrorOf = (env: NodeJS.ProcessEnv): string => {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as ConfigError).message;
-  }
-  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
-};
 
 // A URL whose every part but the host could carry a secret.
 const SECRET_URL = "https://ops:slk_47_hunter2@storelink.korral.internal:8443/v1/base?key=slk_x#f";

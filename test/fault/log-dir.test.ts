@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -10,7 +10,8 @@ import { connect, type Harness } from "../helpers/harness.js";
  * The log directory vanishing mid-run (`rm -rf` between calls), through the protocol with the
  * real file recorder. Logging must never fail an order: the next calls succeed and create their
  * orders; the operator is warned once per file; and the logs carry on in a recreated directory,
- * or, if the directory cannot be recreated, resume once it comes back.
+ * or, if the directory cannot be recreated, resume once it comes back. The one warning says what
+ * actually happens (it used to say "recreating it and writing there" while lines were dropped).
  */
 
 let base: string;
@@ -68,6 +69,24 @@ const removeLogDir = () => rm(logDir, { recursive: true, force: true, maxRetries
 const createdIn = (lines: string[]) =>
   lines.filter((l) => l.split(" ")[1] === "CREATED").map((l) => l.split(" ")[2]);
 
+/**
+ * `rm -rf log && touch log`. The last call's trace line may still be on its way and recreate the
+ * directory in between (the writer does that for a deleted file); then do it again, as an
+ * operator would.
+ */
+async function replaceDirWithFile(): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    await rm(logDir, { recursive: true, force: true, maxRetries: 5 });
+    try {
+      await writeFile(logDir, "not a directory");
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== "EISDIR" || attempt >= 5) throw error;
+    }
+  }
+}
+const auditFile = () => join(logDir, "audit.log");
+const auditWarnings = () => warnings.filter((w) => w.fields.file === auditFile());
 describe("the log directory vanishing mid-run", () => {
   it("rm -rf between calls: orders still created, one warning per file, logs carry on", async () => {
     expect(await order(24)).toBe("RPL-47-001");
@@ -106,7 +125,7 @@ describe("the log directory vanishing mid-run", () => {
       expect(await order(quantity)).toBe(expected);
       expect(createdIn(await auditLines())).toEqual([expected]);
     }
-    expect(warnings.filter((w) => w.fields.file === join(logDir, "audit.log"))).toHaveLength(2);
+    expect(auditWarnings()).toHaveLength(2);
   });
 
   it("cannot be recreated (a file in its place): calls succeed, one warning, logs resume when it comes back", async () => {
@@ -116,7 +135,7 @@ describe("the log directory vanishing mid-run", () => {
 
     expect(await order(2)).toBe("RPL-47-002");
     expect(await order(3)).toBe("RPL-47-003");
-    expect(warnings.filter((w) => w.fields.file === join(logDir, "audit.log"))).toHaveLength(1);
+    expect(auditWarnings()).toHaveLength(1);
 
     // The directory comes back; the file retries opening after a back-off (moved past with a
     // fake clock, so nothing here waits on real time).
@@ -125,6 +144,56 @@ describe("the log directory vanishing mid-run", () => {
     vi.setSystemTime(Date.now() + 60_000);
     expect(await order(4)).toBe("RPL-47-004");
     expect(createdIn(await auditLines())).toEqual(["RPL-47-004"]);
-    expect(warnings.filter((w) => w.fields.file === join(logDir, "audit.log"))).toHaveLength(1);
+    expect(auditWarnings()).toHaveLength(1);
+  });
+});
+
+describe("the log-directory warning tells the truth", () => {
+  it("directory replaced by a file: says lines are dropped until fixed, and they are; then resume", async () => {
+    await order(1);
+    await replaceDirWithFile();
+
+    expect(await order(2)).toBe("RPL-47-002");
+    expect(await order(3)).toBe("RPL-47-003");
+
+    // One warning for the audit file, and it describes what happens.
+    const [warning, ...more] = auditWarnings();
+    expect(more).toEqual([]);
+    expect(warning?.message).toBe(
+      `cannot write log file ${auditFile()}: it was deleted, and log directory ${logDir} is not ` +
+        "a directory; its lines are being dropped until that is fixed; the service carries on",
+    );
+    expect(warning?.message).not.toMatch(/recreat|writing there/);
+    // Reality matches: nothing was recreated or written anywhere.
+    expect((await stat(logDir)).isFile()).toBe(true);
+    expect(await readFile(logDir, "utf8")).toBe("not a directory");
+
+    // "Until that is fixed": the directory comes back, and after the open back-off (moved past
+    // with a fake clock) the next line is written there.
+    await rm(logDir);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 60_000);
+    expect(await order(4)).toBe("RPL-47-004");
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-004"]);
+  });
+
+  it("a file where the directory should be from the start: the same truthful warning", async () => {
+    await writeFile(logDir, "not a directory");
+    expect(await order(1)).toBe("RPL-47-001");
+    expect(auditWarnings().map((w) => w.message)).toEqual([
+      `cannot write log file ${auditFile()}: log directory ${logDir} is not a directory; its ` +
+        "lines are being dropped until that is fixed; the service carries on",
+    ]);
+    expect(await readFile(logDir, "utf8")).toBe("not a directory");
+  });
+
+  it("directory removed and recreatable: says it was recreated, and the lines are there", async () => {
+    await order(1);
+    await rm(logDir, { recursive: true, force: true, maxRetries: 5 });
+    expect(await order(2)).toBe("RPL-47-002");
+    expect(auditWarnings().map((w) => w.message)).toEqual([
+      `log file ${auditFile()} was deleted; it was recreated and its lines are written there`,
+    ]);
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-002"]);
   });
 });
