@@ -4,7 +4,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_SECRET_NAME_PATTERN, loadConfig } from "../../src/config.js";
+import { DEFAULT_SECRET_NAME_PATTERN, loadConfig } from "../../src/config.js";
 import { FileKeyProvider } from "../../src/keys/file.js";
 import { createKeyProvider } from "../../src/keys/index.js";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
