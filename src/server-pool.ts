@@ -33,12 +33,12 @@ export class ServerPool {
   /**
    * Ends the borrower's POST. A server whose handlers have all settled (`transport.end()`) goes
    * back to the pool; any other (a client gone mid-call, a request cancelled in its batch, an
-   * initialize, or `keep` false) is closed, which aborts its handlers and drops their late
+   * initialize) is closed, which aborts its handlers and drops their late
    * answers, and is never used again.
    */
-  release(pooled: PooledServer, keep = true): void {
+  release(pooled: PooledServer): void {
     const settled = pooled.transport.end();
-    if (settled && keep && this.idle.length < this.maxIdle) {
+    if (settled && this.idle.length < this.maxIdle) {
       this.idle.push(pooled);
     } else {
       void pooled.server.close().catch(() => {});

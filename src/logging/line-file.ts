@@ -1,4 +1,4 @@
-import { closeSync, fdatasyncSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { closeSync, fdatasyncSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { dirname } from "node:path";
 
@@ -78,13 +78,8 @@ export class LineFile {
     try {
       mkdirSync(dirname(this.path), { recursive: true });
       fd = openSync(this.path, "a", 0o640);
-      const buffer = Buffer.from(data, "utf8");
-      let offset = 0;
-      while (offset < buffer.length) {
-        const written = writeSync(fd, buffer, offset, buffer.length - offset);
-        if (written <= 0) throw new Error("short write");
-        offset += written;
-      }
+      // writeFileSync on a descriptor writes all of it, looping over short writes.
+      writeFileSync(fd, data);
       if (durable) fdatasyncSync(fd);
       this.#warned = false;
     } catch (error) {
