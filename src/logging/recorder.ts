@@ -80,7 +80,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
         const line = formatAuditFields(r);
         emit?.(
           { severity: "NOTICE", message: line, log_type: "audit", time: r.ts },
-          JSON.stringify(r),
+          escapeLineTerminators(JSON.stringify(r)),
           context,
           true,
         );
@@ -97,7 +97,8 @@ export function createRecorder(options: RecorderOptions): Recorder {
 
 /**
  * The sink, fed one Cloud Logging entry: `head`'s fields, then the record's (already serialized,
- * so the record is not stringified twice), then the request's trace fields.
+ * with its line terminators escaped, so the record is not stringified or scanned twice), then the
+ * request's trace fields.
  */
 type Emit = (
   head: Record<string, unknown>,
@@ -110,9 +111,10 @@ function guardSink(sink: StructuredSink, warn: Warn): Emit {
   let warned = false;
   return (head, recordJson, context, now) => {
     try {
-      // Escaped here, once for the whole line: the head quotes the record's text, too.
-      const line = joinObjects([JSON.stringify(head), recordJson, JSON.stringify(context ?? {})]);
-      sink(escapeLineTerminators(line), now);
+      // The head quotes the record's text (an error message), so it is escaped too.
+      const headJson = escapeLineTerminators(JSON.stringify(head));
+      const contextJson = escapeLineTerminators(JSON.stringify(context ?? {}));
+      sink(joinObjects([headJson, recordJson, contextJson]), now);
     } catch (error) {
       if (warned) return;
       warned = true;
