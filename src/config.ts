@@ -58,6 +58,21 @@ const schema = z.object({
     .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
     .default("on"),
   /**
+   * `true`: a write the buyer cannot be asked to confirm (a client without form elicitation) is
+   * refused instead of written with `confirmed=agent`.
+   */
+  KORRAL_REQUIRE_CONFIRMATION: z
+    .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "true" or "false"' })
+    .default("false"),
+  /**
+   * The HMAC key of the 2026-07-28 confirmation state, at least 32 bytes; every replica of a
+   * service must share it. Unset: a random key per process (required on HTTP in production).
+   */
+  KORRAL_REQUEST_STATE_KEY: z
+    .string()
+    .refine((key) => Buffer.byteLength(key, "utf8") >= 32, "must be at least 32 bytes")
+    .optional(),
+  /**
    * Extra Host names accepted on HTTP (e.g. the Cloud Run URL's host), exact or `*.domain` /
    * `*---rest` patterns; see README. Too-broad patterns are refused here.
    */
@@ -113,6 +128,9 @@ export type Config = Readonly<{
   dedupeWindowMs: number;
   orderCapPerHour: number;
   elicitConfirmation: boolean;
+  requireConfirmation: boolean;
+  /** Unset: each process draws its own (see request-state.ts). */
+  requestStateKey: string | undefined;
   storelinkUrl: string | undefined;
   storelinkTimeoutMs: number;
   production: boolean;
@@ -189,6 +207,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dedupeWindowMs: c.KORRAL_DEDUPE_WINDOW_MIN * 60_000,
     orderCapPerHour: c.KORRAL_ORDER_CAP_PER_HOUR,
     elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
+    requireConfirmation: ["on", "true", "1"].includes(c.KORRAL_REQUIRE_CONFIRMATION),
+    requestStateKey: c.KORRAL_REQUEST_STATE_KEY,
     storelinkUrl: c.STORELINK_URL,
     storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
     production,

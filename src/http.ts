@@ -3,13 +3,17 @@ import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import { toNodeHandler } from "@modelcontextprotocol/node";
 import { callerOf } from "./caller.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import { hostGuard, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
 import { createKeyProvider } from "./keys/index.js";
+import { MAX_BODY_DEPTH, tooDeep } from "./json-transport.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
+import { traceFieldsOf } from "./logging/trace-context.js";
+import { isModern, modernHttpHandler } from "./modern.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
 import { ServerPool } from "./server-pool.js";
@@ -35,6 +39,19 @@ export interface AppOptions {
   allowedOrigins?: readonly string[];
   /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
   storelink?: string;
+}
+
+/** A POST for the 2026-07-28 side (see modern.ts), read from its body and MCP headers. */
+function isModernPost(req: Request): boolean {
+  const header = (name: string): string | undefined => {
+    const value = req.headers[name];
+    return typeof value === "string" ? value : undefined;
+  };
+  return isModern(req.body, {
+    version: header("mcp-protocol-version"),
+    method: header("mcp-method"),
+    name: header("mcp-name"),
+  });
 }
 
 const isLoopback = (host: string): boolean =>
@@ -66,6 +83,19 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   const guards = [originGuard(options.allowedOrigins ?? [])];
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
   const servers = new ServerPool(() => createServer(deps));
+  const modern = toNodeHandler(modernHttpHandler(deps), {
+    onerror: (error) => opsLog.error({ err: error }, "MCP 2026-07-28 request failed"),
+  });
+  /** 2026-07-28 requests go to the SDK v2's handler, behind the same guards and body limits. */
+  const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
+    if (tooDeep(req.body, MAX_BODY_DEPTH)) {
+      rpcError(res, 400, -32600, `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`);
+      return;
+    }
+    const traceFields = traceFieldsOf(req.headers);
+    (req as Request & { auth?: AuthInfo }).auth = { ...auth, extra: { traceFields } };
+    void modern(req, res, req.body);
+  };
 
   // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes
   // costs it a path match.
@@ -74,8 +104,13 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
     ...guards,
     express.json({ limit: JSON_BODY_LIMIT }),
     async (req: Request, res: Response) => {
-      // The caller keys the rate limit only; the raw token is deliberately not carried along.
+      // The caller keys the rate limit and binds confirmation state; the raw token is
+      // deliberately not carried along.
       const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
+      if (isModernPost(req)) {
+        serveModern(req, res, auth);
+        return;
+      }
       try {
         const pooled = await servers.acquire();
         // The transport decides on release whether the server may serve again: not after an

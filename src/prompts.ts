@@ -56,31 +56,36 @@ export function replenishmentCheckText(product: string, stores: string | undefin
   ].join("\n");
 }
 
+export const PROMPT_LIST = { prompts: [PROMPT] };
+
+/** prompts/get, for both protocol eras. Throws ProtocolError for an unknown prompt or argument. */
+export function getPrompt(params: {
+  name: string;
+  arguments?: Record<string, string> | undefined;
+}): GetPromptResult {
+  if (params.name !== REPLENISHMENT_CHECK) {
+    throw new ProtocolError(
+      ErrorCode.InvalidParams,
+      `Unknown prompt ${params.name}. Available: ${REPLENISHMENT_CHECK}`,
+    );
+  }
+  const product = params.arguments?.product;
+  if (!product?.trim()) {
+    throw new ProtocolError(ErrorCode.InvalidParams, 'Missing required argument "product".');
+  }
+  return {
+    description: PROMPT.description,
+    messages: [
+      {
+        role: "user",
+        content: { type: "text", text: replenishmentCheckText(product, params.arguments?.stores) },
+      },
+    ],
+  };
+}
+
 /** Registers the workflow prompt. */
 export function registerPrompts(server: Server): void {
-  server.setRequestHandler(ListPromptsRequestSchema, () => ({ prompts: [PROMPT] }));
-  server.setRequestHandler(GetPromptRequestSchema, (request): GetPromptResult => {
-    if (request.params.name !== REPLENISHMENT_CHECK) {
-      throw new ProtocolError(
-        ErrorCode.InvalidParams,
-        `Unknown prompt ${request.params.name}. Available: ${REPLENISHMENT_CHECK}`,
-      );
-    }
-    const product = request.params.arguments?.product;
-    if (!product?.trim()) {
-      throw new ProtocolError(ErrorCode.InvalidParams, 'Missing required argument "product".');
-    }
-    return {
-      description: PROMPT.description,
-      messages: [
-        {
-          role: "user",
-          content: {
-            type: "text",
-            text: replenishmentCheckText(product, request.params.arguments?.stores),
-          },
-        },
-      ],
-    };
-  });
+  server.setRequestHandler(ListPromptsRequestSchema, () => PROMPT_LIST);
+  server.setRequestHandler(GetPromptRequestSchema, (request) => getPrompt(request.params));
 }

@@ -21,29 +21,28 @@ const STORES_RESOURCE = {
   mimeType: "application/json",
 };
 
+export const RESOURCE_LIST = { resources: [STORES_RESOURCE] };
+export const RESOURCE_TEMPLATE_LIST = { resourceTemplates: [] };
+
+/** resources/read, for both protocol eras: the live store directory, or ProtocolError -32002. */
+export async function readResource(deps: ServerDeps, uri: string) {
+  if (uri !== STORES_URI) {
+    // -32002 is the spec's "resource not found".
+    throw new ProtocolError(RESOURCE_NOT_FOUND, `Unknown resource ${uri}. Available: ${STORES_URI}`);
+  }
+  const stores = await deps.storelink.listStores();
+  return {
+    contents: [{ uri: STORES_URI, mimeType: "application/json", text: JSON.stringify({ stores }) }],
+  };
+}
+
 /** The store directory as an MCP resource, read live from StoreLink's directory (no key needed). */
 export function registerResources(server: Server, deps: ServerDeps): void {
-  server.setRequestHandler(ListResourcesRequestSchema, () => ({ resources: [STORES_RESOURCE] }));
+  server.setRequestHandler(ListResourcesRequestSchema, () => RESOURCE_LIST);
   // No templates, but declaring `resources` promises this method: Inspector, the SDK v2 client
   // and the Python SDK call it and report -32601 as a failure.
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [] }));
-  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-    if (request.params.uri !== STORES_URI) {
-      // -32002 is the spec's "resource not found".
-      throw new ProtocolError(
-        RESOURCE_NOT_FOUND,
-        `Unknown resource ${request.params.uri}. Available: ${STORES_URI}`,
-      );
-    }
-    const stores = await deps.storelink.listStores();
-    return {
-      contents: [
-        {
-          uri: STORES_URI,
-          mimeType: "application/json",
-          text: JSON.stringify({ stores }),
-        },
-      ],
-    };
-  });
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => RESOURCE_TEMPLATE_LIST);
+  server.setRequestHandler(ReadResourceRequestSchema, (request) =>
+    readResource(deps, request.params.uri),
+  );
 }

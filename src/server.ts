@@ -23,13 +23,15 @@ import { registerPrompts } from "./prompts.js";
 import { ProtocolError, WireServer } from "./protocol-error.js";
 import { registerResources } from "./resources.js";
 import { createStoreLink } from "./storelink/index.js";
-import type { Elicit, ServerDeps, ToolContext } from "./tools/define.js";
+import type { InputRequiredResult } from "@modelcontextprotocol/server";
+import { stateSigner } from "./request-state.js";
+import { AskBuyer, type Elicit, type Rounds, type ServerDeps, type ToolContext } from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
 
 export const SERVER_NAME = "korral-storelink";
 export const SERVER_VERSION = "0.1.0";
 
-const INSTRUCTIONS =
+export const INSTRUCTIONS =
   "Korral StoreLink gives a category buyer's replenishment agent four tools: lookup_sku -> " +
   "get_stock_position -> create_replenishment_order -> get_replenishment_status. Resolve the " +
   "product, read stock across stores and quote the raw numbers with gap (gap 0 is a knife edge, " +
@@ -37,7 +39,7 @@ const INSTRUCTIONS =
   "order, then read its status back. Orders load real trucks and cannot be cancelled here.";
 
 // Built once per process: the tool listing and the validator the SDK would otherwise build per server.
-const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
+export const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
 const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 // Only elicitation responses are checked with it (rare: a write on a client that can elicit), so
 // Ajv is built on first use rather than at startup, where it cost tens of milliseconds.
@@ -79,6 +81,8 @@ export function defaultDeps(overrides: Partial<ServerDeps> = {}, config?: Config
     orderCap: overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour }),
     confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
     limiter: overrides.limiter,
+    signer: overrides.signer ?? stateSigner(cfg().requestStateKey),
+    requireConfirmation: overrides.requireConfirmation ?? cfg().requireConfirmation,
   };
 }
 
@@ -92,6 +96,8 @@ export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", ""
 export interface CallOptions {
   signal: AbortSignal;
   elicit?: Elicit;
+  /** A 2026-07-28 request whose client can be asked through input_required. */
+  rounds?: Rounds;
   /** Keys the rate limit: the identity the HTTP app derived (caller.ts), else the stdio client. */
   caller?: string;
   /** The HTTP request's Cloud Trace fields, carried onto its log lines. */
@@ -102,8 +108,8 @@ export async function callTool(
   deps: ServerDeps,
   name: string,
   args: unknown,
-  { signal, elicit, caller = STDIO_CALLER, traceFields = {} }: CallOptions,
-): Promise<CallToolResult> {
+  { signal, elicit, rounds, caller = STDIO_CALLER, traceFields = {} }: CallOptions,
+): Promise<CallToolResult | InputRequiredResult> {
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
     throw new ProtocolError(
@@ -127,9 +133,10 @@ export async function callTool(
     started,
   );
   inflightCalls.begin(inflight);
-  let result: CallToolResult;
+  let result: CallToolResult | InputRequiredResult;
   let storeId: string | null;
   let error: string | null = null;
+  let asking = false;
   try {
     // Spelled out rather than spread (a fixed-shape literal is measurably cheaper per call); the
     // type makes every field of ToolContext required here, so a new one cannot be forgotten.
@@ -140,9 +147,12 @@ export async function callTool(
       orderCap: deps.orderCap,
       confirmWrites: deps.confirmWrites,
       limiter: deps.limiter,
+      signer: deps.signer,
+      requireConfirmation: deps.requireConfirmation,
       requestId,
       signal,
       elicit,
+      rounds,
       caller,
       traceFields,
     };
@@ -153,21 +163,13 @@ export async function callTool(
       structuredContent: outcome.structured,
     };
   } catch (thrown) {
-    const toolError = toToolError(thrown, requestId);
-    if (toolError.type === "internal") {
-      opsLog.error(
-        // The cause survives a tool's own conversion (the write converts to audit it).
-        { err: toolError.cause ?? thrown, request_id: requestId, tool: name, ...traceFields },
-        "tool call failed unexpectedly",
-      );
+    if (thrown instanceof AskBuyer) {
+      storeId = tool.storeIdOfRaw(args);
+      asking = true;
+      result = thrown.result;
+    } else {
+      ({ result, storeId, error } = failedCall(thrown, requestId, name, tool, args, traceFields));
     }
-    storeId = tool.storeIdOfRaw(args);
-    error = `${toolError.type}: ${toolError.message}`;
-    result = {
-      content: [{ type: "text", text: `${toolError.message} Next step: ${toolError.nextStep}` }],
-      structuredContent: { ...toolError.extra, error: toolError.toBody() },
-      isError: true,
-    };
   }
   inflightCalls.end(inflight);
   deps.recorder.trace(
@@ -176,7 +178,7 @@ export async function callTool(
       request_id: requestId,
       tool: name,
       store_id: storeId,
-      status: error === null ? "ok" : "error",
+      status: asking ? "input_required" : error === null ? "ok" : "error",
       error,
       duration_ms: Math.round((performance.now() - started) * 100) / 100,
       args: args ?? {},
@@ -184,6 +186,34 @@ export async function callTool(
     traceFields,
   );
   return result;
+}
+
+/** A failed call as the model reads it: a safe message, a next step, never a stack. */
+function failedCall(
+  thrown: unknown,
+  requestId: string,
+  name: string,
+  tool: { storeIdOfRaw(raw: unknown): string | null },
+  args: unknown,
+  traceFields: TraceFields,
+): { result: CallToolResult; storeId: string | null; error: string } {
+  const toolError = toToolError(thrown, requestId);
+  if (toolError.type === "internal") {
+    opsLog.error(
+      // The cause survives a tool's own conversion (the write converts to audit it).
+      { err: toolError.cause ?? thrown, request_id: requestId, tool: name, ...traceFields },
+      "tool call failed unexpectedly",
+    );
+  }
+  return {
+    storeId: tool.storeIdOfRaw(args),
+    error: `${toolError.type}: ${toolError.message}`,
+    result: {
+      content: [{ type: "text", text: `${toolError.message} Next step: ${toolError.nextStep}` }],
+      structuredContent: { ...toolError.extra, error: toolError.toBody() },
+      isError: true,
+    },
+  };
 }
 
 /**
@@ -208,6 +238,7 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
   server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler(CallToolAnyParamsSchema, (request, extra) => {
     const params = request.params as CallToolRequest["params"];
+    // No rounds on a 2025 session, so never input_required.
     return callTool(deps, params.name, params.arguments, {
       signal: extra.signal,
       elicit: elicitorFor(server, deps.confirmWrites !== false, extra),

@@ -56,6 +56,9 @@ export function redactAudit(record: AuditRecord): AuditRecord {
     request_id: cut(String(record.request_id)),
     reason: text(record.reason),
     ...(typeof record.detail === "string" ? { detail: cut(record.detail) } : {}),
+    ...(record.confirmed === "buyer" || record.confirmed === "agent"
+      ? { confirmed: record.confirmed }
+      : {}),
   };
 }
 
@@ -85,7 +88,7 @@ const bareOrQuoted = (value: string | number | null): string => {
 
 /**
  * One line of audit.log (no newline), as the spec shows:
- * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. [detail="…"] reason="…"`.
+ * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. [confirmed=..] [detail="…"] reason="…"`.
  * Input is redacted here. A missing reason is written as `reason=-`.
  */
 export function formatAuditLine(record: AuditRecord): string {
@@ -104,6 +107,7 @@ export function formatAuditFields(r: AuditRecord): string {
     `qty=${bareOrQuoted(r.quantity)}`,
     `req=${bareOrQuoted(r.request_id)}`,
   ];
+  if (r.confirmed !== undefined) parts.push(`confirmed=${r.confirmed}`);
   if (r.detail !== undefined) parts.push(`detail=${quote(r.detail)}`);
   parts.push(`reason=${r.reason === null ? "-" : quote(r.reason)}`);
   return parts.join(" ");

@@ -7,7 +7,8 @@ export interface TraceRecord {
   tool: string;
   /** Always a string or null; multi-store calls keep `store_ids` inside `args`. */
   store_id: string | null;
-  status: "ok" | "error";
+  /** input_required: the buyer is being asked (round 1 of a 2026-07-28 write); nothing written. */
+  status: "ok" | "error" | "input_required";
   /** `<type>: <message>` of a failed call, else null. */
   error: string | null;
   duration_ms: number;
@@ -28,7 +29,14 @@ export interface AuditRecord {
   reason: string | null;
   /** Why it was rejected or uncertain. */
   detail?: string;
+  /**
+   * Who confirmed a CREATED order: `buyer` (the client's dialog was accepted) or `agent` (the
+   * client could not ask the buyer; the agent was told to confirm first).
+   */
+  confirmed?: Confirmer;
 }
+
+export type Confirmer = "buyer" | "agent";
 
 /**
  * Where the server sends trace and audit records. Implementations never throw: a broken log

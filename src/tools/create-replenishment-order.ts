@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
+import { inputRequired, inputResponse } from "@modelcontextprotocol/server";
 import { ToolError, toToolError } from "../errors.js";
-import type { AuditOutcome } from "../logging/records.js";
+import type { AuditOutcome, Confirmer } from "../logging/records.js";
 import type { Reservation } from "../order-cap.js";
 import type { Sku, StockReading, Store } from "../storelink/client.js";
 import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
@@ -14,7 +15,13 @@ import {
   storeIdSchema,
   unknownStore,
 } from "./common.js";
-import { defineTool, type ToolContext } from "./define.js";
+import {
+  newNonce,
+  nonceIdempotencyKey,
+  orderDigest,
+  REQUEST_STATE_TTL_SECONDS,
+} from "../request-state.js";
+import { AskBuyer, defineTool, type Rounds, type ToolContext } from "./define.js";
 
 const input = z.strictObject({
   store_id: storeIdSchema,
@@ -122,6 +129,7 @@ async function audit(
   args: RawOrderFields,
   orderId: string | null,
   detail?: string,
+  confirmed?: Confirmer,
 ): Promise<void> {
   await ctx.recorder.audit(
     {
@@ -131,6 +139,7 @@ async function audit(
       ...args,
       request_id: ctx.requestId,
       ...(detail === undefined ? {} : { detail }),
+      ...(confirmed === undefined ? {} : { confirmed }),
     },
     ctx.traceFields,
   );
@@ -244,7 +253,42 @@ export function confirmationMessage(
   ].join("\n");
 }
 
-/** Asks the buyer through the client; anything but an explicit yes means nothing is sent. */
+/** The one question of the confirmation dialog: a tick box, unticked by default. */
+const CONFIRM_SCHEMA = {
+  type: "object" as const,
+  properties: {
+    confirm: {
+      type: "boolean" as const,
+      title: "Submit this order",
+      description: "Tick to send the order to StoreLink exactly as shown.",
+      default: false,
+    },
+  },
+  required: ["confirm"],
+};
+
+type Answer = "accept" | "decline" | "cancel" | "no answer";
+
+const answerOf = (action: string, content: Record<string, unknown> | undefined): Answer =>
+  action === "accept"
+    ? content?.confirm === true
+      ? "accept"
+      : "decline"
+    : action === "decline" || action === "cancel"
+      ? action
+      : "no answer";
+
+function notConfirmed(answer: Exclude<Answer, "accept">): ToolError {
+  const how = answer === "decline" ? "declined" : answer === "cancel" ? "cancelled" : "no answer";
+  return new ToolError(
+    "not_confirmed",
+    `The buyer did not confirm the order (${how}); nothing was submitted.`,
+    "Do not resubmit on your own. Ask the buyer whether they want a different store, SKU, quantity or reason.",
+    false,
+  );
+}
+
+/** Asks the buyer through the client (a 2025 session); anything but an explicit yes sends nothing. */
 async function confirmWithBuyer(
   args: Input,
   ctx: ToolContext,
@@ -254,42 +298,101 @@ async function confirmWithBuyer(
 ): Promise<void> {
   const stock = await readStock(args, ctx, item);
   const message = confirmationMessage(args, store, item, stock);
-  let answer: string;
+  let answer: Answer;
   try {
-    const result = await elicit({
-      mode: "form",
-      message,
-      requestedSchema: {
-        type: "object",
-        properties: {
-          confirm: {
-            type: "boolean",
-            title: "Submit this order",
-            description: "Tick to send the order to StoreLink exactly as shown.",
-            default: false,
-          },
-        },
-        required: ["confirm"],
-      },
-    });
-    answer =
-      result.action === "accept"
-        ? result.content?.confirm === true
-          ? "accept"
-          : "decline"
-        : result.action;
+    const result = await elicit({ mode: "form", message, requestedSchema: CONFIRM_SCHEMA });
+    answer = answerOf(result.action, result.content);
   } catch {
     // Timeout, disconnect or a malformed answer: not a yes.
     answer = "no answer";
   }
-  if (answer !== "accept") {
-    throw new ToolError(
-      "not_confirmed",
-      `The buyer did not confirm the order (${answer === "decline" ? "declined" : answer === "cancel" ? "cancelled" : "no answer"}); nothing was submitted.`,
-      "Do not resubmit on your own. Ask the buyer whether they want a different store, SKU, quantity or reason.",
-      false,
+  if (answer !== "accept") throw notConfirmed(answer);
+}
+
+const boundOrder = (args: Input) => ({
+  store_id: args.store_id,
+  sku: args.sku,
+  quantity: args.quantity,
+  reason: args.reason,
+  idempotency_key: args.idempotency_key,
+});
+
+/**
+ * Round 1 of a 2026-07-28 write: every check has passed (the cap, and the live read proves the
+ * key and the ranging); answer `input_required` with the true order and signed state.
+ */
+async function askBuyer(args: Input, ctx: ToolContext, rounds: Rounds, store: Store, item: Sku) {
+  const stock = await readStock(args, ctx, item);
+  if (ctx.orderCap?.isFull(store.store_id, item.sku)) {
+    throw capReached(store, item, ctx.orderCap.perHour);
+  }
+  const requestState = await rounds.signer.mint(
+    { nonce: newNonce(), args: orderDigest(boundOrder(args)) },
+    ctx.caller,
+  );
+  throw new AskBuyer(
+    inputRequired({
+      inputRequests: {
+        confirm: inputRequired.elicit({
+          mode: "form",
+          message: confirmationMessage(args, store, item, stock),
+          requestedSchema: CONFIRM_SCHEMA,
+        }),
+      },
+      requestState,
+    }),
+  );
+}
+
+const badState = (why: string): ToolError =>
+  new ToolError(
+    "not_confirmed",
+    `The confirmation for this order ${why}; nothing was submitted.`,
+    "Call create_replenishment_order again with the order the buyer approved, so the buyer is " +
+      "asked afresh; do not reuse or edit a requestState.",
+    false,
+  );
+
+/**
+ * Round 2: the state must be this server's, unexpired, this caller's and for exactly these order
+ * fields, and the buyer's answer an explicit yes. Returns the idempotency key of the write: the
+ * agent's, else one derived from the state's nonce, so a replayed round 2 folds at StoreLink.
+ */
+async function confirmedByState(args: Input, ctx: ToolContext, rounds: Rounds): Promise<string> {
+  let state: Awaited<ReturnType<Rounds["signer"]["verify"]>>;
+  try {
+    state = await rounds.signer.verify(rounds.state ?? "");
+  } catch (error) {
+    throw badState(
+      error instanceof Error && error.message === "expired"
+        ? `expired (the buyer has ${REQUEST_STATE_TTL_SECONDS / 60} minutes to answer)`
+        : "is not valid (altered, or signed by another server)",
     );
   }
+  if (!rounds.signer.isCaller(state, ctx.caller)) {
+    throw badState("was issued to another caller");
+  }
+  if (state.args !== orderDigest(boundOrder(args))) {
+    throw badState("was for different order details than these");
+  }
+  const view = inputResponse(rounds.responses, "confirm");
+  const answer: Answer =
+    view.kind === "elicit"
+      ? answerOf(view.action, view.content as Record<string, unknown> | undefined)
+      : "no answer";
+  if (answer !== "accept") throw notConfirmed(answer);
+  return args.idempotency_key ?? nonceIdempotencyKey(state.nonce);
+}
+
+function confirmationRequired(): ToolError {
+  return new ToolError(
+    "not_confirmed",
+    "This server requires the buyer to confirm every order, and this client cannot ask them " +
+      "(it declared no form elicitation); nothing was submitted.",
+    "Tell the buyer to place the order from a client that can show a confirmation dialog: an " +
+      "MCP 2026-07-28 client with form elicitation, or Claude Desktop over stdio.",
+    false,
+  );
 }
 
 async function preview(args: Input, ctx: ToolContext, store: Store, item: Sku): Promise<Output> {
@@ -373,6 +476,19 @@ export const createReplenishmentOrder = defineTool({
       if (!store) throw unknownStore(args.store_id, directory);
       if (args.dry_run === true) return await preview(args, ctx, store, item);
 
+      const rounds = ctx.rounds;
+      if (rounds?.state === undefined && rounds) await askBuyer(args, ctx, rounds, store, item);
+      let idempotencyKey = args.idempotency_key;
+      let confirmed: Confirmer = "agent";
+      if (rounds) {
+        idempotencyKey = await confirmedByState(args, ctx, rounds);
+        confirmed = "buyer";
+      } else if (ctx.elicit) {
+        confirmed = "buyer";
+      } else if (ctx.requireConfirmation) {
+        throw confirmationRequired();
+      }
+
       // Every create holds a slot, retries too: the cap never counts on StoreLink folding one.
       const held = ctx.orderCap?.reserve(store.store_id, item.sku) ?? {
         ok: true as const,
@@ -391,9 +507,7 @@ export const createReplenishmentOrder = defineTool({
               sku: item.sku,
               quantity: args.quantity,
               reason: args.reason,
-              ...(args.idempotency_key === undefined
-                ? {}
-                : { idempotency_key: args.idempotency_key }),
+              ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }),
             },
             key,
           );
@@ -411,7 +525,14 @@ export const createReplenishmentOrder = defineTool({
 
       // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
       // A replay is recorded as REPLAYED against the original order, never a second CREATED.
-      await audit(ctx, replayed ? "REPLAYED" : "CREATED", auditArgs, order.order_id);
+      await audit(
+        ctx,
+        replayed ? "REPLAYED" : "CREATED",
+        auditArgs,
+        order.order_id,
+        undefined,
+        confirmed,
+      );
       const what = `${amount(order.quantity, item)} for ${store.name} (store ${store.store_id})`;
       return {
         mode: "submitted",
@@ -430,6 +551,8 @@ export const createReplenishmentOrder = defineTool({
         reason: order.reason,
       };
     } catch (error) {
+      // Asking is not an outcome: round 2 (or the buyer's silence) writes the audit line.
+      if (error instanceof AskBuyer) throw error;
       const toolError = toToolError(error, ctx.requestId);
       const detail = args.dry_run === true ? `dry_run: ${toolError.message}` : toolError.message;
       await audit(ctx, outcomeOf(toolError, stage), auditArgs, null, detail);

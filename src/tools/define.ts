@@ -3,6 +3,7 @@ import type {
   ElicitResult,
   ToolAnnotations,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { InputRequiredResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
@@ -10,6 +11,7 @@ import type { CallRecorder } from "../logging/records.js";
 import type { TraceFields } from "../logging/trace-context.js";
 import type { OrderCap } from "../order-cap.js";
 import type { CallLimiter } from "../rate-limit.js";
+import type { StateSigner } from "../request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
 import { rawIdText } from "./common.js";
 
@@ -24,6 +26,30 @@ export interface ServerDeps {
   confirmWrites?: boolean;
   /** The per-caller tool-call backstop (callTool checks it); absent means no limit. */
   limiter?: CallLimiter;
+  /** Signs the 2026-07-28 confirmation state (one per process, or shared by a fleet's key). */
+  signer?: StateSigner;
+  /** Refuse a write the buyer cannot be asked to confirm, instead of writing `confirmed=agent`. */
+  requireConfirmation?: boolean;
+}
+
+/**
+ * A 2026-07-28 request from a client that declared form elicitation: the buyer is asked by
+ * answering `input_required` (round 1) and the client retries with the answer (round 2).
+ */
+export interface Rounds {
+  signer: StateSigner;
+  /** The echoed `requestState`: undefined on round 1. Attacker-controlled until verified. */
+  state: string | undefined;
+  /** The client's answers to round 1's requests. Attacker-controlled. */
+  responses: Record<string, unknown> | undefined;
+}
+
+/**
+ * Thrown by a handler that needs the buyer's answer first: the call answers `input_required`
+ * with `result`, nothing is written and nothing is audited (the outcome comes with round 2).
+ */
+export class AskBuyer {
+  constructor(readonly result: InputRequiredResult) {}
 }
 
 /** Asks the human through the client (form elicitation). */
@@ -35,6 +61,8 @@ export interface ToolContext extends ServerDeps {
   signal: AbortSignal;
   /** Present only when this session's client declared form elicitation and confirmation is on. */
   elicit?: Elicit;
+  /** Present only on a 2026-07-28 request whose client declared form elicitation. */
+  rounds?: Rounds;
   /** Who is calling, for the per-caller rate limit (see caller.ts). */
   caller: string;
   /** The HTTP request's Cloud Trace fields ({} over stdio), for log lines made on its behalf. */

@@ -1,0 +1,147 @@
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  type CacheHint,
+  classifyInboundRequest,
+  createMcpHandler,
+  type McpHttpHandler,
+  Server as ModernServer,
+  ProtocolError as WireError,
+  type ServerContext,
+} from "@modelcontextprotocol/server";
+import { STDIO_CALLER } from "./caller.js";
+import type { TraceFields } from "./logging/trace-context.js";
+import { getPrompt, PROMPT_LIST } from "./prompts.js";
+import { ProtocolError } from "./protocol-error.js";
+import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
+import { callTool, INSTRUCTIONS, SERVER_NAME, SERVER_VERSION, TOOL_LIST } from "./server.js";
+import type { Rounds, ServerDeps } from "./tools/define.js";
+
+/**
+ * The MCP 2026-07-28 ("modern") side of the server, served by the official SDK v2: stateless,
+ * `_meta` on every request, `server/discover`, and the buyer asked through `input_required`
+ * results. The tools, prompt and resource are the same objects the 2025 side serves.
+ */
+
+// The listings never change within a process; the store directory is live but rarely changes.
+const STATIC: CacheHint = { ttlMs: 3_600_000, cacheScope: "public" };
+const CACHE_HINTS = {
+  "server/discover": STATIC,
+  "tools/list": STATIC,
+  "prompts/list": STATIC,
+  "resources/list": STATIC,
+  "resources/templates/list": STATIC,
+  "resources/read": { ttlMs: 300_000, cacheScope: "public" },
+} as const;
+
+/** Who a modern request comes from, as the entry that received it established. */
+export interface ModernCaller {
+  /** Binds confirmation state and keys the rate limit: HTTP identity, or the stdio connection. */
+  caller: string;
+  traceFields: TraceFields;
+}
+
+/** Our ProtocolError (code, message, data) as the SDK v2 puts it on the wire. */
+async function wire<T>(run: () => T | Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof ProtocolError) throw new WireError(error.code, error.message, error.data);
+    throw error;
+  }
+}
+
+/** Whether the request's client declared form elicitation in its `_meta` envelope. */
+function canAskForm(ctx: ServerContext): boolean {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  const caps = envelope?.[CLIENT_CAPABILITIES_META_KEY] as
+    | { elicitation?: { form?: unknown; url?: unknown } }
+    | undefined;
+  const elicitation = caps?.elicitation;
+  if (elicitation === null || typeof elicitation !== "object") return false;
+  // `elicitation: {}` declares form mode (the spec's backwards-compatible reading).
+  return elicitation.form !== undefined || elicitation.url === undefined;
+}
+
+function roundsOf(deps: ServerDeps, ctx: ServerContext): Rounds | undefined {
+  if (deps.confirmWrites === false || !deps.signer || !canAskForm(ctx)) return undefined;
+  const state = ctx.mcpReq.requestState();
+  return {
+    signer: deps.signer,
+    state: typeof state === "string" ? state : undefined,
+    responses: ctx.mcpReq.inputResponses,
+  };
+}
+
+/**
+ * A modern server for one request (HTTP) or one connection (stdio). Cheap: the listings, schemas
+ * and dependencies are built once per process; this only registers handlers.
+ */
+export function createModernServer(deps: ServerDeps, who: ModernCaller): ModernServer {
+  const server = new ModernServer(
+    { name: SERVER_NAME, version: SERVER_VERSION },
+    {
+      capabilities: {
+        tools: { listChanged: false },
+        prompts: { listChanged: false },
+        resources: { listChanged: false },
+      },
+      instructions: INSTRUCTIONS,
+      cacheHints: CACHE_HINTS,
+      // A 2025 client never reaches this server: the 2025 side has its own dialog.
+      inputRequired: { legacyShim: false },
+    },
+  );
+  server.setRequestHandler("tools/list", () => TOOL_LIST);
+  server.setRequestHandler("tools/call", (request, ctx) =>
+    wire(() =>
+      callTool(deps, request.params.name, request.params.arguments, {
+        signal: ctx.mcpReq.signal,
+        rounds: roundsOf(deps, ctx),
+        caller: who.caller,
+        traceFields: who.traceFields,
+      }),
+    ),
+  );
+  server.setRequestHandler("prompts/list", () => PROMPT_LIST);
+  server.setRequestHandler("prompts/get", (request) => wire(() => getPrompt(request.params)));
+  server.setRequestHandler("resources/list", () => RESOURCE_LIST);
+  server.setRequestHandler("resources/templates/list", () => RESOURCE_TEMPLATE_LIST);
+  server.setRequestHandler("resources/read", (request) =>
+    wire(() => readResource(deps, request.params.uri)),
+  );
+  return server;
+}
+
+/**
+ * Whether a message (a stdio line, or a POST body with its headers) belongs to the 2026-07-28
+ * side: the SDK's own classifier, so the routing never disagrees with the SDK. Its malformed
+ * modern requests count as modern too: the SDK owns those error answers.
+ */
+export function isModern(
+  body: unknown,
+  headers: { version?: string; method?: string; name?: string } = {},
+): boolean {
+  return (
+    classifyInboundRequest({
+      httpMethod: "POST",
+      body,
+      ...(headers.version === undefined ? {} : { protocolVersionHeader: headers.version }),
+      ...(headers.method === undefined ? {} : { mcpMethodHeader: headers.method }),
+      ...(headers.name === undefined ? {} : { mcpNameHeader: headers.name }),
+    }).kind !== "legacy"
+  );
+}
+
+/** The SDK's stateless HTTP handler for modern requests (2025 ones never reach it). */
+export function modernHttpHandler(deps: ServerDeps): McpHttpHandler {
+  return createMcpHandler(
+    ({ authInfo }) =>
+      createModernServer(deps, {
+        caller: authInfo?.clientId ?? "unknown",
+        traceFields: (authInfo?.extra?.traceFields as TraceFields | undefined) ?? {},
+      }),
+    { legacy: "reject" },
+  );
+}
+
+export const STDIO_MODERN_CALLER: ModernCaller = { caller: STDIO_CALLER, traceFields: {} };

@@ -1,0 +1,98 @@
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { afterEach, describe, expect, it } from "vitest";
+import { createApp } from "../../src/http.js";
+import { OrderCap } from "../../src/order-cap.js";
+import { stateSigner } from "../../src/request-state.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import type { ServerDeps } from "../../src/tools/define.js";
+import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { type Listening, listen } from "../helpers/listen.js";
+
+let open: Listening[] = [];
+afterEach(async () => {
+  await Promise.all(open.map((l) => l.close()));
+  open = [];
+});
+
+async function service(overrides: Partial<ServerDeps> = {}) {
+  const recorder = new MemoryRecorder();
+  const storelink = new InMemoryStoreLink();
+  const deps: ServerDeps = {
+    storelink,
+    keys: new MapKeyProvider(),
+    recorder,
+    orderCap: new OrderCap({ perHour: 0 }),
+    signer: stateSigner(undefined),
+    ...overrides,
+  };
+  const listening = await listen(createApp(deps));
+  open.push(listening);
+  return { ...listening, recorder, storelink, deps };
+}
+
+async function modernClient(url: string, answer?: "accept" | "decline") {
+  const client = new Client(
+    { name: "t", version: "1" },
+    {
+      versionNegotiation: { mode: { pin: "2026-07-28" } },
+      capabilities: answer ? { elicitation: { form: {} } } : {},
+    },
+  );
+  if (answer) {
+    client.setRequestHandler("elicitation/create", async (request) => {
+      asked.push(request.params.message);
+      return answer === "accept"
+        ? { action: "accept", content: { confirm: true } }
+        : { action: "decline" };
+    });
+  }
+  const asked: string[] = [];
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  return { client, asked };
+}
+
+const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
+
+describe("MCP 2026-07-28 over HTTP with the SDK v2 client", () => {
+  it("connects pinned, lists the four tools and reads stock", async () => {
+    const { url } = await service();
+    const { client } = await modernClient(url);
+    expect(client.getProtocolEra()).toBe("modern");
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      "create_replenishment_order",
+      "get_replenishment_status",
+      "get_stock_position",
+      "lookup_sku",
+    ]);
+    const result = await client.callTool({
+      name: "get_stock_position",
+      arguments: { sku: "8847291", store_ids: ["47"] },
+    });
+    expect(result.isError).toBeFalsy();
+    expect(JSON.stringify(result.structuredContent)).toContain('"gap":8');
+  });
+
+  it("asks the buyer before writing; accepted: one CREATED confirmed=buyer", async () => {
+    const { url, recorder } = await service();
+    const { client, asked } = await modernClient(url, "accept");
+    const result = await client.callTool({ name: "create_replenishment_order", arguments: ORDER });
+    expect(result.isError).toBeFalsy();
+    expect((result.structuredContent as { order_id: string }).order_id).toBe("RPL-47-001");
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain("Quantity: 24");
+    expect(recorder.audits.map((a) => [a.outcome, a.confirmed])).toEqual([["CREATED", "buyer"]]);
+  });
+
+  it("declined: not_confirmed, one REJECTED, nothing at StoreLink", async () => {
+    const { url, recorder, deps } = await service();
+    const { client } = await modernClient(url, "decline");
+    const result = await client.callTool({ name: "create_replenishment_order", arguments: ORDER });
+    expect(result.isError).toBe(true);
+    expect(JSON.stringify(result.structuredContent)).toContain("not_confirmed");
+    expect(recorder.audits.map((a) => a.outcome)).toEqual(["REJECTED"]);
+    const key = await deps.keys.getKey("47");
+    if (!key) throw new Error("no demo key for store 47");
+    await expect(deps.storelink.getOrder("47", "RPL-47-001", key)).rejects.toThrow();
+  });
+});
