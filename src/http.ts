@@ -1,14 +1,14 @@
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
+import { toNodeHandler } from "@modelcontextprotocol/node";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
-import { toNodeHandler } from "@modelcontextprotocol/node";
 import { callerOf } from "./caller.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import { hostGuard, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
-import { createKeyProvider } from "./keys/index.js";
 import { MAX_BODY_DEPTH, tooDeep } from "./json-transport.js";
+import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
@@ -74,7 +74,9 @@ export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
  * borrows a prebuilt MCP server used by no other request until that transport is closed, so
  * concurrent requests never share protocol state.
  */
-export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
+export function createApp(given: ServerDeps, options: AppOptions = {}): Express {
+  // Both eras share one set: one signer, one cap, one limiter per app.
+  const deps = defaultDeps(given);
   const app = express();
   app.disable("x-powered-by");
   app.disable("etag");
@@ -89,7 +91,12 @@ export function createApp(deps: ServerDeps, options: AppOptions = {}): Express {
   /** 2026-07-28 requests go to the SDK v2's handler, behind the same guards and body limits. */
   const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
     if (tooDeep(req.body, MAX_BODY_DEPTH)) {
-      rpcError(res, 400, -32600, `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`);
+      rpcError(
+        res,
+        400,
+        -32600,
+        `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`,
+      );
       return;
     }
     const traceFields = traceFieldsOf(req.headers);

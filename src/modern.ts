@@ -1,14 +1,19 @@
 import {
-  CLIENT_CAPABILITIES_META_KEY,
   type CacheHint,
+  CLIENT_CAPABILITIES_META_KEY,
   classifyInboundRequest,
   createMcpHandler,
+  type JSONRPCMessage,
   type McpHttpHandler,
   Server as ModernServer,
-  ProtocolError as WireError,
+  type RequestId,
   type ServerContext,
+  type Transport,
+  ProtocolError as WireError,
 } from "@modelcontextprotocol/server";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { STDIO_CALLER } from "./caller.js";
+import { opsLog } from "./logging/ops.js";
 import type { TraceFields } from "./logging/trace-context.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
 import { ProtocolError } from "./protocol-error.js";
@@ -113,23 +118,29 @@ export function createModernServer(deps: ServerDeps, who: ModernCaller): ModernS
 }
 
 /**
+ * Bodies that are not JSON-RPC at all claim no era: the 2025 side keeps answering them as it
+ * always has. Everything else the classifier rejects carries a 2026-07-28 claim (a bad `_meta`, a
+ * header that names 2026-07-28, a batch holding a modern request) and the SDK answers it.
+ */
+const CLAIMLESS = new Set(["invalid-json-rpc-body", "empty-batch", "batch-with-invalid-element"]);
+
+/**
  * Whether a message (a stdio line, or a POST body with its headers) belongs to the 2026-07-28
- * side: the SDK's own classifier, so the routing never disagrees with the SDK. Its malformed
- * modern requests count as modern too: the SDK owns those error answers.
+ * side: the SDK's own classifier, so the routing never disagrees with the SDK.
  */
 export function isModern(
   body: unknown,
   headers: { version?: string; method?: string; name?: string } = {},
 ): boolean {
-  return (
-    classifyInboundRequest({
-      httpMethod: "POST",
-      body,
-      ...(headers.version === undefined ? {} : { protocolVersionHeader: headers.version }),
-      ...(headers.method === undefined ? {} : { mcpMethodHeader: headers.method }),
-      ...(headers.name === undefined ? {} : { mcpNameHeader: headers.name }),
-    }).kind !== "legacy"
-  );
+  const route = classifyInboundRequest({
+    httpMethod: "POST",
+    body,
+    ...(headers.version === undefined ? {} : { protocolVersionHeader: headers.version }),
+    ...(headers.method === undefined ? {} : { mcpMethodHeader: headers.method }),
+    ...(headers.name === undefined ? {} : { mcpNameHeader: headers.name }),
+  });
+  if (route.kind === "reject") return !CLAIMLESS.has(route.cell);
+  return route.kind === "modern";
 }
 
 /** The SDK's stateless HTTP handler for modern requests (2025 ones never reach it). */
@@ -145,3 +156,68 @@ export function modernHttpHandler(deps: ServerDeps): McpHttpHandler {
 }
 
 export const STDIO_MODERN_CALLER: ModernCaller = { caller: STDIO_CALLER, traceFields: {} };
+
+/** Where the stdio leg writes its answers: the connection's own transport. */
+interface Wire {
+  send(message: JSONRPCMessage): Promise<void>;
+}
+
+/**
+ * The transport `serveStdio` owns for the modern leg of a stdio connection: it receives only the
+ * lines the router hands it and writes through the connection's transport (which keeps the line
+ * limit, the answered-before-exit count and the broken-stdout handling for both eras).
+ */
+class ModernStdioChannel implements Transport {
+  onmessage?: Transport["onmessage"];
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  constructor(
+    private readonly wire: Wire,
+    private readonly answered: (id: RequestId) => void,
+  ) {}
+  async start(): Promise<void> {}
+  async send(message: JSONRPCMessage): Promise<void> {
+    if (!("method" in message) && "id" in message && message.id !== undefined) {
+      this.answered(message.id);
+    }
+    await this.wire.send(message as never);
+  }
+  async close(): Promise<void> {
+    this.onclose?.();
+  }
+  deliver(message: JSONRPCMessage): void {
+    this.onmessage?.(message);
+  }
+}
+
+/**
+ * The modern leg of a stdio connection. The era is read from every line, never assumed from
+ * earlier ones: `divert` takes a line that is a 2026-07-28 request (or the cancellation of one)
+ * and serves it through the SDK v2's `serveStdio`; every other line stays with the 2025 server.
+ */
+export function modernStdio(deps: ServerDeps, wire: Wire) {
+  const open = new Set<RequestId>();
+  const channel = new ModernStdioChannel(wire, (id) => open.delete(id));
+  const handle = serveStdio(() => createModernServer(deps, STDIO_MODERN_CALLER), {
+    transport: channel,
+    legacy: "reject",
+    onerror: (error) => opsLog.warn({ err: error }, "MCP 2026-07-28 stdio request failed"),
+  });
+  return {
+    divert(message: JSONRPCMessage): boolean {
+      if (!("method" in message)) return false;
+      if (!("id" in message)) {
+        const cancelled = (message.params as { requestId?: RequestId } | undefined)?.requestId;
+        if (message.method !== "notifications/cancelled" || cancelled === undefined) return false;
+        if (!open.has(cancelled)) return false;
+      } else if (isModern(message)) {
+        open.add(message.id);
+      } else {
+        return false;
+      }
+      channel.deliver(message);
+      return true;
+    },
+    close: () => handle.close(),
+  };
+}

@@ -28,7 +28,10 @@ export const RESOURCE_TEMPLATE_LIST = { resourceTemplates: [] };
 export async function readResource(deps: ServerDeps, uri: string) {
   if (uri !== STORES_URI) {
     // -32002 is the spec's "resource not found".
-    throw new ProtocolError(RESOURCE_NOT_FOUND, `Unknown resource ${uri}. Available: ${STORES_URI}`);
+    throw new ProtocolError(
+      RESOURCE_NOT_FOUND,
+      `Unknown resource ${uri}. Available: ${STORES_URI}`,
+    );
   }
   const stores = await deps.storelink.listStores();
   return {

@@ -8,6 +8,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
+import type { InputRequiredResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { STDIO_CALLER } from "./caller.js";
 import { type Config, loadConfig } from "./config.js";
@@ -21,11 +22,16 @@ import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
 import { OrderCap } from "./order-cap.js";
 import { registerPrompts } from "./prompts.js";
 import { ProtocolError, WireServer } from "./protocol-error.js";
+import { stateSigner } from "./request-state.js";
 import { registerResources } from "./resources.js";
 import { createStoreLink } from "./storelink/index.js";
-import type { InputRequiredResult } from "@modelcontextprotocol/server";
-import { stateSigner } from "./request-state.js";
-import { AskBuyer, type Elicit, type Rounds, type ServerDeps, type ToolContext } from "./tools/define.js";
+import {
+  AskBuyer,
+  type Elicit,
+  type Rounds,
+  type ServerDeps,
+  type ToolContext,
+} from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
 
 export const SERVER_NAME = "korral-storelink";

@@ -114,6 +114,11 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
   readonly #asked = new Set<RequestId>();
   #answered: (() => void)[] = [];
   #broken = false;
+  /**
+   * Takes a line away from the connected server (true: it was served elsewhere, the 2026-07-28
+   * leg). It is counted as read either way, so the end of stdin still waits for its answer.
+   */
+  divert?: (message: JSONRPCMessage) => boolean;
 
   constructor(
     stdin: Readable = process.stdin,
@@ -171,6 +176,7 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
     const dispatch = this.onmessage;
     this.onmessage = (message) => {
       this.#track(message);
+      if (this.divert?.(message)) return;
       dispatch?.(message);
     };
     const report = this.onerror;

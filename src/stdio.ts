@@ -3,6 +3,7 @@ import { inflightCalls } from "./inflight.js";
 import { createKeyProvider } from "./keys/index.js";
 import { opsLog } from "./logging/ops.js";
 import { setUpLogging } from "./logging/setup.js";
+import { modernStdio } from "./modern.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
 import { finishAndExit } from "./shutdown.js";
@@ -13,16 +14,15 @@ import { storelinkInUse } from "./storelink/index.js";
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "stdio");
-  const server = createServer(
-    defaultDeps(
-      {
-        keys: await createKeyProvider(config),
-        recorder,
-        limiter: limiterFor(config.rateLimitPerMin),
-      },
-      config,
-    ),
+  const deps = defaultDeps(
+    {
+      keys: await createKeyProvider(config),
+      recorder,
+      limiter: limiterFor(config.rateLimitPerMin),
+    },
+    config,
   );
+  const server = createServer(deps);
   const transport = new LineLimitedStdioTransport(process.stdin, process.stdout, {
     onOversize: (bytes) =>
       opsLog.warn(
@@ -40,6 +40,9 @@ async function main(): Promise<void> {
     );
   };
   await server.connect(transport);
+  // 2026-07-28 lines go to the SDK v2 leg, whatever came before them; the rest to `server`.
+  const modern = modernStdio(deps, transport);
+  transport.divert = modern.divert;
   // Which StoreLink answers (the URL's host, or the embedded demo): never a path, query or key.
   console.error(
     `korral-storelink MCP server running on stdio (StoreLink: ${storelinkInUse(config)})`,
@@ -58,6 +61,7 @@ async function main(): Promise<void> {
       {
         graceMs: config.shutdownGraceMs,
         afterClose: async () => {
+          await modern.close();
           await server.close();
           await recorder.close();
         },

@@ -1,9 +1,15 @@
+import { inputRequired, inputResponse } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
-import { inputRequired, inputResponse } from "@modelcontextprotocol/server";
 import { ToolError, toToolError } from "../errors.js";
 import type { AuditOutcome, Confirmer } from "../logging/records.js";
 import type { Reservation } from "../order-cap.js";
+import {
+  newNonce,
+  nonceIdempotencyKey,
+  orderDigest,
+  REQUEST_STATE_TTL_SECONDS,
+} from "../request-state.js";
 import type { Sku, StockReading, Store } from "../storelink/client.js";
 import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
@@ -15,12 +21,6 @@ import {
   storeIdSchema,
   unknownStore,
 } from "./common.js";
-import {
-  newNonce,
-  nonceIdempotencyKey,
-  orderDigest,
-  REQUEST_STATE_TTL_SECONDS,
-} from "../request-state.js";
 import { AskBuyer, defineTool, type Rounds, type ToolContext } from "./define.js";
 
 const input = z.strictObject({

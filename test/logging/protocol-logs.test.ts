@@ -148,7 +148,7 @@ describe("audit.log over the real protocol", () => {
     const lines = await auditLines();
     expect(lines).toHaveLength(4);
     expect(lines[0]).toMatch(
-      /^\S+Z CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_[0-9a-f]{32} reason="Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold\. Buyer approved 24\."$/,
+      /^\S+Z CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_[0-9a-f]{32} confirmed=agent reason="Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold\. Buyer approved 24\."$/,
     );
     expect(lines[1]).toMatch(
       /^\S+Z REJECTED - store=47 sku=8847291 qty=24 req=req_\w+ detail="Invalid arguments for create_replenishment_order: reason: [^"]+" reason="n\/a"$/,
@@ -310,7 +310,7 @@ describe("concurrent calls", () => {
     expect(audit).toHaveLength(40);
     const quantities = audit.map((line) => {
       expect(line).toMatch(
-        /^\S+Z CREATED RPL-\d+-\d{3} store=\d+ sku=8847291 qty=\d+ req=\S+ reason="[^"]+"$/,
+        /^\S+Z CREATED RPL-\d+-\d{3} store=\d+ sku=8847291 qty=\d+ req=\S+ confirmed=agent reason="[^"]+"$/,
       );
       return Number(/ qty=(\d+) /.exec(line)?.[1]);
     });

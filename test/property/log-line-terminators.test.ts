@@ -70,7 +70,7 @@ const hostile = fc
 // One token of an audit line: a JSON string, or a bare value (no spaces, no quotes).
 const TOKEN = String.raw`"(?:[^"\\]|\\.)*"|[^\s"]+`;
 const AUDIT_LINE = new RegExp(
-  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN})(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
+  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN})(?: confirmed=(?:buyer|agent))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
 );
 const decode = (token: string | undefined): string | null => {
   if (token === undefined || token === "-") return null;

@@ -1,0 +1,131 @@
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { afterEach, describe, expect, it } from "vitest";
+import { tempWorkspace } from "../helpers/fixtures.js";
+import { HERO_REASON } from "../helpers/harness.js";
+import { initialize, toolCall } from "../helpers/rpc.js";
+import { DIST, spawnDist } from "../helpers/spawn.js";
+
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+async function workspace() {
+  const ws = await tempWorkspace();
+  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
+  return ws;
+}
+
+const auditLines = async (logDir: string): Promise<string[]> => {
+  try {
+    return (await readFile(join(logDir, "audit.log"), "utf8")).split("\n").filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
+
+/** The 2026-07-28 envelope a modern client puts on every request. */
+const envelope = (capabilities: Record<string, unknown>) => ({
+  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
+  "io.modelcontextprotocol/clientCapabilities": capabilities,
+});
+
+describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
+  it("the SDK v2 client pinned to 2026-07-28: the buyer is asked, one CREATED confirmed=buyer", async () => {
+    const ws = await workspace();
+    const client = new Client(
+      { name: "t", version: "1" },
+      {
+        versionNegotiation: { mode: { pin: "2026-07-28" } },
+        capabilities: { elicitation: { form: {} } },
+      },
+    );
+    const asked: string[] = [];
+    client.setRequestHandler("elicitation/create", async (request) => {
+      asked.push(request.params.message);
+      return { action: "accept", content: { confirm: true } };
+    });
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [join(DIST, "stdio.js")],
+        env: { KORRAL_KEYS_FILE: ws.keysFile, KORRAL_LOG_DIR: ws.logDir },
+        stderr: "pipe",
+      }),
+    );
+    cleanup.push(() => client.close());
+    expect(client.getProtocolEra()).toBe("modern");
+    expect((await client.listTools()).tools).toHaveLength(4);
+    const result = await client.callTool({ name: "create_replenishment_order", arguments: ORDER });
+    expect(result.isError).toBeFalsy();
+    expect((result.structuredContent as { order_id: string }).order_id).toBe("RPL-47-001");
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatch(/^Confirm this replenishment order/);
+    const lines = await auditLines(ws.logDir);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/ CREATED RPL-47-001 .* confirmed=buyer /);
+  });
+
+  it("a 2026-shaped call with no initialize is answered input_required, never written", async () => {
+    const ws = await workspace();
+    const server = spawnDist("stdio.js", {
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: ws.logDir,
+    });
+    cleanup.push(() => server.stop());
+    const call = toolCall(7, "create_replenishment_order", ORDER);
+    const line = {
+      ...call,
+      params: { ...call.params, _meta: envelope({ elicitation: { form: {} } }) },
+    };
+    server.child.stdin?.write(`${JSON.stringify(line)}\n`);
+    server.child.stdin?.end();
+    expect(await server.exit).toBe(0);
+    const answer = JSON.parse(server.stdout().trim());
+    expect(answer.id).toBe(7);
+    expect(answer.result.resultType).toBe("input_required");
+    expect(answer.result.inputRequests.confirm.params.message).toContain("Quantity: 24");
+    expect(typeof answer.result.requestState).toBe("string");
+    // Round 1 is traced, not audited: nothing was written and no outcome exists yet.
+    expect(await auditLines(ws.logDir)).toEqual([]);
+  });
+
+  it("reads the era per line: a 2026 call after a 2025 initialize is still asked", async () => {
+    const ws = await workspace();
+    const server = spawnDist("stdio.js", {
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: ws.logDir,
+    });
+    cleanup.push(() => server.stop());
+    const call = toolCall(2, "create_replenishment_order", ORDER);
+    const frames = [
+      initialize(1),
+      { jsonrpc: "2.0", method: "notifications/initialized" },
+      { ...call, params: { ...call.params, _meta: envelope({ elicitation: {} }) } },
+      { jsonrpc: "2.0", id: 3, method: "tools/list" },
+    ];
+    server.child.stdin?.write(`${frames.map((f) => JSON.stringify(f)).join("\n")}\n`);
+    server.child.stdin?.end();
+    expect(await server.exit).toBe(0);
+    const byId = new Map(
+      server
+        .stdout()
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l))
+        .map((m) => [m.id, m]),
+    );
+    expect(byId.get(1).result.protocolVersion).toBe("2025-06-18");
+    expect(byId.get(2).result.resultType).toBe("input_required");
+    // The 2025 line after it is answered by the 2025 server (no resultType on that era).
+    expect(byId.get(3).result.tools).toHaveLength(4);
+    expect(byId.get(3).result.resultType).toBeUndefined();
+    expect(await auditLines(ws.logDir)).toEqual([]);
+  });
+});
