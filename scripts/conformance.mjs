@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// Runs the official MCP conformance suite (@modelcontextprotocol/conformance, pinned devDependency)
-// against the built HTTP server and compares the outcome with conformance/expected-failures.json.
-// Exits non-zero on any unexpected failure AND on any unexpected pass (a stale expectation), so the
-// expectations file always says exactly what this server does not do, and why.
+// Runs the official MCP conformance suite against the built HTTP server, twice: 0.1.13 (the
+// project's devDependency, the 2025 protocol) and 0.2.x with the 2026-07-28 requirement set (from
+// conformance/package.json, on the Node 22 installed there: `npm ci --prefix conformance`).
+// Compares each outcome with its section of conformance/expected-failures.json and exits non-zero
+// on any unexpected failure AND on any unexpected pass (a stale expectation), so the file always
+// says exactly what this server does not do, and why.
 //
 // Usage: node scripts/conformance.mjs [--no-build]
 import { spawn, spawnSync } from "node:child_process";
@@ -14,7 +16,20 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const cli = join(root, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
+const SUITES = [
+  {
+    name: "2025",
+    node: process.execPath,
+    cli: join(root, "node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+    args: [],
+  },
+  {
+    name: "2026-07-28",
+    node: join(root, "conformance/node_modules/node/bin/node"),
+    cli: join(root, "conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+    args: ["--requirements", "2026-07-28"],
+  },
+];
 const expectedFile = join(root, "conformance/expected-failures.json");
 const say = (line) => process.stderr.write(`${line}\n`);
 
@@ -61,7 +76,60 @@ function readResults(dir) {
   return results;
 }
 
-const expected = JSON.parse(readFileSync(expectedFile, "utf8")).server;
+const expectations = JSON.parse(readFileSync(expectedFile, "utf8"));
+
+/** Scenarios a requirement set runs but does not score (extensions, pending), from its summary. */
+function unscored(stdout) {
+  const at = stdout.indexOf("Not scored");
+  if (at === -1) return new Set();
+  return new Set([...stdout.slice(at).matchAll(/^\s+[✓✗] (\S+) \(/gmu)].map((m) => m[1]));
+}
+
+/** Runs one suite; returns the number of surprises (0: exactly as expected). */
+function runSuite(suite, url) {
+  const expected = expectations[suite.name];
+  const out = join(work, `results-${suite.name}`);
+  const started = Date.now();
+  const run = spawnSync(suite.node, [suite.cli, "server", "--url", url, "-o", out, ...suite.args], {
+    cwd: work,
+    encoding: "utf8",
+    timeout: 300_000,
+  });
+  if (run.error) throw run.error;
+  const skip = unscored(run.stdout);
+  const results = readResults(out);
+  for (const scenario of skip) results.delete(scenario);
+  if (results.size === 0)
+    throw new Error(`the ${suite.name} suite produced no results:\n${run.stdout}\n${run.stderr}`);
+
+  const unexpectedFailures = [];
+  const unexpectedPasses = [];
+  for (const [scenario, result] of results) {
+    const isExpected = Object.hasOwn(expected, scenario);
+    if (!result.passed && !isExpected) unexpectedFailures.push([scenario, result.failures]);
+    if (result.passed && isExpected) unexpectedPasses.push(scenario);
+  }
+  const notRun = Object.keys(expected).filter((s) => !results.has(s));
+
+  const passed = [...results.values()].filter((r) => r.passed).length;
+  say(
+    `conformance ${suite.name}: ${results.size} scored scenarios, ${passed} passed, ` +
+      `${results.size - passed} failed (${Object.keys(expected).length} expected to fail)` +
+      `${skip.size > 0 ? `, ${skip.size} not scored` : ""} in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
+  for (const [scenario, failures] of unexpectedFailures) {
+    say(`UNEXPECTED FAILURE ${suite.name} ${scenario}\n  ${failures.join("\n  ")}`);
+  }
+  for (const scenario of unexpectedPasses) {
+    say(
+      `UNEXPECTED PASS ${suite.name} ${scenario}: it now passes; remove it from conformance/expected-failures.json`,
+    );
+  }
+  for (const scenario of notRun) {
+    say(`STALE EXPECTATION ${suite.name} ${scenario}: the suite no longer runs it; remove it`);
+  }
+  return unexpectedFailures.length + unexpectedPasses.length + notRun.length;
+}
 const work = mkdtempSync(join(tmpdir(), "korral-conformance-"));
 const port = await freePort();
 const server = spawn(process.execPath, [join(root, "dist/http.js")], {
@@ -81,43 +149,9 @@ let code = 1;
 try {
   const base = `http://127.0.0.1:${port}`;
   await waitForHealthy(`${base}/healthz`, server);
-  const started = Date.now();
-  const run = spawnSync(
-    process.execPath,
-    [cli, "server", "--url", `${base}/mcp`, "-o", join(work, "results")],
-    { cwd: work, encoding: "utf8", timeout: 300_000 },
-  );
-  if (run.error) throw run.error;
-  const results = readResults(join(work, "results"));
-  if (results.size === 0)
-    throw new Error(`the suite produced no results:\n${run.stdout}\n${run.stderr}`);
-
-  const unexpectedFailures = [];
-  const unexpectedPasses = [];
-  for (const [scenario, result] of results) {
-    const isExpected = Object.hasOwn(expected, scenario);
-    if (!result.passed && !isExpected) unexpectedFailures.push([scenario, result.failures]);
-    if (result.passed && isExpected) unexpectedPasses.push(scenario);
-  }
-  const notRun = Object.keys(expected).filter((s) => !results.has(s));
-
-  const passed = [...results.values()].filter((r) => r.passed).length;
-  say(
-    `conformance: ${results.size} scenarios, ${passed} passed, ${results.size - passed} failed ` +
-      `(${Object.keys(expected).length} expected to fail) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
-  );
-  for (const [scenario, failures] of unexpectedFailures) {
-    say(`UNEXPECTED FAILURE ${scenario}\n  ${failures.join("\n  ")}`);
-  }
-  for (const scenario of unexpectedPasses) {
-    say(
-      `UNEXPECTED PASS ${scenario}: it now passes; remove it from conformance/expected-failures.json`,
-    );
-  }
-  for (const scenario of notRun) {
-    say(`STALE EXPECTATION ${scenario}: the suite no longer runs it; remove it from the file`);
-  }
-  code = unexpectedFailures.length + unexpectedPasses.length + notRun.length === 0 ? 0 : 1;
+  let surprises = 0;
+  for (const suite of SUITES) surprises += runSuite(suite, `${base}/mcp`);
+  code = surprises === 0 ? 0 : 1;
   say(code === 0 ? "conformance: as expected" : "conformance: FAILED");
 } catch (error) {
   say(`conformance: could not run: ${error instanceof Error ? error.message : String(error)}`);
