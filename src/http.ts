@@ -229,9 +229,26 @@ export function listenErrorMessage(error: Error, config: Pick<Config, "host" | "
   }
 }
 
+/**
+ * Replicas must share the key that signs confirmation state, or a buyer's answer reaching
+ * another replica is refused: required in production, a loud default locally.
+ */
+function checkRequestStateKey(config: Config): void {
+  if (config.requestStateKey !== undefined) return;
+  if (config.production) {
+    throw new ConfigError(
+      "Invalid configuration: KORRAL_REQUEST_STATE_KEY: required on HTTP when NODE_ENV=production; set it from Secret Manager (at least 32 bytes, the same for every replica; see DEPLOYMENT.md)",
+    );
+  }
+  opsLog.warn(
+    "KORRAL_REQUEST_STATE_KEY is unset: buyer confirmations are signed with a key of this process only, so replicas will not accept each other's",
+  );
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "http");
+  checkRequestStateKey(config);
   const deps = defaultDeps(
     {
       keys: await createKeyProvider(config),

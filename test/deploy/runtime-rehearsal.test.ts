@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -77,6 +78,13 @@ function serviceEnvFromDeploymentMd(answers: Record<string, string>) {
     }
     const setVars = /^gcloud run deploy .*--set-env-vars=("[^"]*"|\S+)/.exec(line);
     if (setVars) env = envVarsOf(expand(unquote(setVars[1] as string), vars));
+    // Each secret mounted as a variable: Secret Manager's value stands in as a fresh random one.
+    const secrets = /^gcloud run deploy .*--set-secrets=(\S+)/.exec(line);
+    if (secrets && env) {
+      for (const name of Object.keys(envVarsOf(secrets[1] as string))) {
+        env[name] = randomBytes(36).toString("base64");
+      }
+    }
     const update = /^gcloud run services update .*--update-env-vars=("[^"]*"|\S+)/.exec(line);
     if (update && env) Object.assign(env, envVarsOf(expand(unquote(update[1] as string), vars)));
   }
