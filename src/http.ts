@@ -233,13 +233,16 @@ export function listenErrorMessage(error: Error, config: Pick<Config, "host" | "
  * Replicas must share the key that signs confirmation state, or a buyer's answer reaching
  * another replica is refused: required in production, a loud default locally.
  */
-function checkRequestStateKey(config: Config): void {
-  if (config.requestStateKey !== undefined) return;
-  if (config.production) {
+function requireRequestStateKey(config: Config): void {
+  if (config.requestStateKey === undefined && config.production) {
     throw new ConfigError(
       "Invalid configuration: KORRAL_REQUEST_STATE_KEY: required on HTTP when NODE_ENV=production; set it from Secret Manager (at least 32 bytes, the same for every replica; see DEPLOYMENT.md)",
     );
   }
+}
+
+function warnOfEphemeralKey(config: Config): void {
+  if (config.requestStateKey !== undefined) return;
   opsLog.warn(
     "KORRAL_REQUEST_STATE_KEY is unset: buyer confirmations are signed with a key of this process only, so replicas will not accept each other's",
   );
@@ -247,8 +250,9 @@ function checkRequestStateKey(config: Config): void {
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  requireRequestStateKey(config);
   const recorder = setUpLogging(config, "http");
-  checkRequestStateKey(config);
+  warnOfEphemeralKey(config);
   const deps = defaultDeps(
     {
       keys: await createKeyProvider(config),

@@ -62,6 +62,27 @@ async function runToExit(entry: string, env: Record<string, string>) {
   return { code, stderr: run.stderr(), stdout: run.stdout() };
 }
 
+describe("the confirmation-state key in production", () => {
+  it("dist/http.js without KORRAL_REQUEST_STATE_KEY exits 2 with one line naming it", async () => {
+    const run = await runToExit("http.js", {
+      NODE_ENV: "production",
+      KORRAL_STORELINK: "embedded",
+    });
+    expect(run.code).toBe(2);
+    const lines = run.stderr.trimEnd().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/KORRAL_REQUEST_STATE_KEY: required on HTTP when NODE_ENV=production/);
+    expect(run.stdout).toBe("");
+  });
+
+  it("a key shorter than 32 bytes is refused on any transport", async () => {
+    const run = await runToExit("stdio.js", { KORRAL_REQUEST_STATE_KEY: "short" });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/KORRAL_REQUEST_STATE_KEY: must be at least 32 bytes/);
+    expect(run.stderr).not.toContain("short");
+  });
+});
+
 describe.each(["http.js", "stdio.js"])(
   "the built dist/%s in production without STORELINK_URL",
   (entry) => {
@@ -101,12 +122,24 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
     await rm(logDir, { recursive: true, force: true });
   });
 
+  it("local HTTP without KORRAL_REQUEST_STATE_KEY says once that replicas will not share it", async () => {
+    const { run } = await startHttp({ KORRAL_LOG_DIR: logDir });
+    started.push(run);
+    const warnings = run
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes("KORRAL_REQUEST_STATE_KEY"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/replicas will not accept each other's/);
+  });
+
   it.each([
     ["the explicit demo", { KORRAL_STORELINK: "embedded" }, "embedded demo"],
     ["a StoreLink URL", { STORELINK_URL: SECRET_URL }, "storelink.korral.internal:8443"],
   ])("%s: /healthz and the start-up lines name it", async (_what, env, expected) => {
     const { run, base } = await startHttp({
       NODE_ENV: "production",
+      KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
       KORRAL_LOG_DIR: logDir,
       ...env,
     });

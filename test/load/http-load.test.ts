@@ -224,6 +224,7 @@ beforeAll(async () => {
     // As on Cloud Run, so the structured stdout lines are written (the demo StoreLink on purpose).
     NODE_ENV: "production",
     KORRAL_STORELINK: "embedded",
+    KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
     NODE_OPTIONS: `--require=${probe}`,
   });
   await waitForHealthy(`http://127.0.0.1:${port}/healthz`);

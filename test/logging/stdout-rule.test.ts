@@ -86,6 +86,7 @@ describe("the built dist/http.js, stdout per mode", () => {
     const { stdout, audit } = await oneOrder({
       NODE_ENV: "production",
       KORRAL_STORELINK: "embedded",
+      KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
     });
     const entries = stdout
       .trimEnd()
