@@ -23,7 +23,9 @@ export async function pythonWithMcp(): Promise<string> {
   const ready = join(VENV, ".installed");
   if (!existsSync(ready)) {
     await run("python3", ["-m", "venv", "--clear", VENV], { timeout: 120_000 });
-    await run(python, ["-m", "pip", "install", "--quiet", "--retries", "0", PYTHON_MCP], { timeout: 240_000 });
+    await run(python, ["-m", "pip", "install", "--quiet", "--retries", "0", PYTHON_MCP], {
+      timeout: 240_000,
+    });
     await run(python, ["-c", "open(r'''" + ready + "''', 'w').close()"]);
   }
   return python;

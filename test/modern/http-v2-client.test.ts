@@ -30,11 +30,15 @@ async function service(overrides: Partial<ServerDeps> = {}) {
   return { ...listening, recorder, storelink, deps };
 }
 
-async function modernClient(url: string, answer?: "accept" | "decline") {
+async function modernClient(
+  url: string,
+  answer?: "accept" | "decline",
+  mode: "auto" | { pin: "2026-07-28" } = { pin: "2026-07-28" },
+) {
   const client = new Client(
     { name: "t", version: "1" },
     {
-      versionNegotiation: { mode: { pin: "2026-07-28" } },
+      versionNegotiation: { mode },
       capabilities: answer ? { elicitation: { form: {} } } : {},
     },
   );
@@ -82,6 +86,32 @@ describe("MCP 2026-07-28 over HTTP with the SDK v2 client", () => {
     expect(asked).toHaveLength(1);
     expect(asked[0]).toContain("Quantity: 24");
     expect(recorder.audits.map((a) => [a.outcome, a.confirmed])).toEqual([["CREATED", "buyer"]]);
+  });
+
+  it("in auto mode the client finds 2026-07-28 through server/discover, and the buyer is asked", async () => {
+    const { url, recorder } = await service();
+    const { client, asked } = await modernClient(url, "accept", "auto");
+    expect(client.getProtocolEra()).toBe("modern");
+    const result = await client.callTool({ name: "create_replenishment_order", arguments: ORDER });
+    expect(result.isError).toBeFalsy();
+    expect(asked).toHaveLength(1);
+    expect(recorder.audits.map((a) => [a.outcome, a.confirmed])).toEqual([["CREATED", "buyer"]]);
+  });
+
+  it("a 2025-only client on the same endpoint is served as before: written, confirmed=agent", async () => {
+    const { url, recorder } = await service();
+    const { client } = await modernClient(url, undefined, "auto");
+    await client.close();
+    const { Client: V1Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+    const { StreamableHTTPClientTransport: V1Transport } = await import(
+      "@modelcontextprotocol/sdk/client/streamableHttp.js"
+    );
+    const legacy = new V1Client({ name: "v1", version: "1" });
+    await legacy.connect(new V1Transport(new URL(url)));
+    const result = await legacy.callTool({ name: "create_replenishment_order", arguments: ORDER });
+    expect(result.isError).toBeFalsy();
+    expect(recorder.audits.map((a) => [a.outcome, a.confirmed])).toEqual([["CREATED", "agent"]]);
+    await legacy.close();
   });
 
   it("declined: not_confirmed, one REJECTED, nothing at StoreLink", async () => {

@@ -202,6 +202,7 @@ describe("confirmation by elicitation", () => {
       expect(message).toContain(part);
     }
     expect(outcomes(h)).toEqual(["CREATED RPL-47-001"]);
+    expect(h.recorder.audits[0]?.confirmed).toBe("buyer");
   });
 
   it.each([
@@ -239,6 +240,29 @@ describe("confirmation by elicitation", () => {
 
     const plain = await start();
     expect(ok(await plain.call("create_replenishment_order", HERO)).order_id).toBe("RPL-47-001");
+    // Neither asked the buyer: the audit says the agent's word is all there was.
+    expect([...off.recorder.audits, ...plain.recorder.audits].map((a) => a.confirmed)).toEqual([
+      "agent",
+      "agent",
+    ]);
+  });
+
+  it("KORRAL_REQUIRE_CONFIRMATION: a client that cannot ask is refused before anything is sent", async () => {
+    const strict = await start({ requireConfirmation: true });
+    const refused = errorOf(await strict.call("create_replenishment_order", HERO));
+    expect(refused).toMatchObject({ type: "not_confirmed", retryable: false });
+    expect(refused.next_step).toMatch(/client that can show a confirmation dialog/);
+    expect(outcomes(strict)).toEqual(["REJECTED -"]);
+    const status = await strict.call("get_replenishment_status", {
+      store_id: "47",
+      order_id: "RPL-47-001",
+    });
+    expect(errorOf(status).type).toBe("not_found");
+
+    // A 2025 session whose client can elicit is asked, and may write.
+    const { options } = elicitingClient(() => ({ action: "accept", content: { confirm: true } }));
+    const asking = await start({ requireConfirmation: true }, options);
+    expect(ok(await asking.call("create_replenishment_order", HERO)).order_id).toBe("RPL-47-001");
   });
 
   it("a refused store or SKU fails before the buyer is asked", async () => {
