@@ -35,22 +35,39 @@ export const REASON_PLACEHOLDERS: ReadonlySet<string> = new Set([
   "per buyer",
 ]);
 
+// Every rule below runs in time linear in the reason: no regex that can backtrack over a run of
+// characters (an anchored `[...]+$` rescans the run from every position of it).
+const PUNCTUATION = new Set([".", "!", "?", ",", ";", ":"]);
+const isPunctuation = (c: string): boolean => PUNCTUATION.has(c);
+const isEdge = (c: string): boolean => c === " " || PUNCTUATION.has(c);
+
+/** `text` without the characters `strip` accepts at its start (`both`) and end. */
+function trimWhere(text: string, strip: (c: string) => boolean, both: boolean): string {
+  let start = 0;
+  let end = text.length;
+  while (both && start < end && strip(text.charAt(start))) start++;
+  while (end > start && strip(text.charAt(end - 1))) end--;
+  return text.slice(start, end);
+}
+
+/** Lower case, runs of whitespace as one space, no spaces or punctuation at either end. */
 const normalise = (text: string): string =>
-  text
-    .toLowerCase()
-    .replace(/\s+/g, " ")
-    .replace(/^[\s.!?,;:]+|[\s.!?,;:]+$/g, "");
+  trimWhere(text.toLowerCase().replace(/\s+/g, " "), isEdge, true);
 
 /** Returns why `reason` is unacceptable, or null when it is acceptable. */
 export function reasonProblem(reason: string): string | null {
   const trimmed = reason.trim();
   if (trimmed === "") return "reason is empty";
+  // Checked first: a reason already too long is refused without running the other rules.
+  if (trimmed.length > REASON_MAX_CHARS) {
+    return `reason is longer than ${REASON_MAX_CHARS} characters`;
+  }
   const normalised = normalise(trimmed);
   const words = normalised.split(" ").filter((w) => w !== "");
   if (
     REASON_PLACEHOLDERS.has(normalised) ||
     REASON_PLACEHOLDERS.has(trimmed) ||
-    words.every((w) => REASON_PLACEHOLDERS.has(w.replace(/[.!?,;:]+$/, "")))
+    words.every((w) => REASON_PLACEHOLDERS.has(trimWhere(w, isPunctuation, false)))
   ) {
     return "reason is placeholder text";
   }
@@ -59,9 +76,6 @@ export function reasonProblem(reason: string): string | null {
     return `reason is shorter than ${REASON_MIN_CHARS} characters`;
   }
   if (words.length < REASON_MIN_WORDS) return `reason has fewer than ${REASON_MIN_WORDS} words`;
-  if (trimmed.length > REASON_MAX_CHARS) {
-    return `reason is longer than ${REASON_MAX_CHARS} characters`;
-  }
   return null;
 }
 

@@ -12,37 +12,100 @@ export const REDACTED = "[REDACTED]";
 export const SENSITIVE_KEY =
   /api_key|token|secret|password|auth|bearer|credential|cookie|session_id|signature|private_key/i;
 
-/** Credential shapes, each matched as a whole token. Order matters: Bearer before JWT. */
+/**
+ * The credential shapes people paste, in one place (test/logging/redact.test.ts has a case per
+ * shape). Each is matched as a whole token, and none can backtrack over a run it failed on: every
+ * pattern either cannot fail once its prefix matched, or has a bounded run before its suffix. JWTs,
+ * whose run is unbounded and must be followed by a dot, are found by `redactJwts` below instead.
+ */
 export const CREDENTIAL_VALUES: readonly RegExp[] = [
-  // `Bearer <token>` (HTTP Authorization values pasted into text).
-  /\bBearer\s+[A-Za-z0-9\-._~+/]+=*/gi,
-  // JWTs: base64url header starting `eyJ` ({"...), payload, optional signature.
-  /\beyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}(?:\.[A-Za-z0-9_-]*)?/g,
-  // Stripe / OpenAI style secret keys: sk-live-…, sk-test-…, sk-proj-…, sk-….
+  // `Bearer <token>` (HTTP Authorization values pasted into text), also "bearer token X" and
+  // "Bearer Bearer X": the words between are skipped, never taken for the token.
+  /\bBearer(?:\s+(?:bearer|token)\b)*\s+[A-Za-z0-9\-._~+/]+=*/gi,
+  // OpenAI / Stripe style secret keys: sk-live-…, sk-proj-…; Stripe's sk_live_…, rk_test_….
   /\bsk-[A-Za-z0-9_-]{8,}/g,
+  /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{8,}/g,
   // GitHub tokens: ghp_ (classic), gho_, ghu_, ghs_, ghr_, and fine-grained github_pat_.
   /\bgh[pousr]_[A-Za-z0-9]{16,}/g,
   /\bgithub_pat_[A-Za-z0-9_]{22,}/g,
   // AWS access key ids (long-term AKIA, temporary ASIA).
   /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g,
-  // Slack tokens: xoxb-, xoxp-, xoxa-, xoxr-, xoxs-.
-  /\bxox[bpars]-[A-Za-z0-9-]{10,}/g,
+  // Google API keys.
+  /\bAIza[0-9A-Za-z_-]{30,}/g,
+  // Slack tokens: xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxe- (refresh), and app-level xapp-.
+  /\bxox[bparse]-[A-Za-z0-9-]{10,}/g,
+  /\bxapp-[A-Za-z0-9-]{10,}/g,
+  // PEM private key blocks, to their END line, or to the end of the text when it was cut off.
+  /-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:[^-]|-(?!----END ))*(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?/g,
   // StoreLink's own per-store keys (slk_<store>_…): this server's key material.
   /\bslk_[A-Za-z0-9_-]{6,}/g,
 ];
 
 /**
- * Every shape above contains one of these (matched case-insensitively, a superset): a string
- * without any cannot hold a credential and is returned as is. Most strings in a record (ids, SKUs,
- * tool names) take this one test instead of eight replace passes, on every call.
+ * Every shape above and a JWT contains one of these (matched case-insensitively, a superset): a
+ * string without any cannot hold a credential and is returned as is. Most strings in a record
+ * (ids, SKUs, tool names) take this one test instead of a dozen replace passes, on every call.
  */
-const MAY_HOLD_CREDENTIAL = /bearer|eyJ|sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[bpars]-|slk_/i;
+const MAY_HOLD_CREDENTIAL =
+  /bearer|eyJ|sk-|sk_|rk_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[bparse]-|xapp-|PRIVATE KEY|slk_/i;
+
+const isJwtChar = (code: number): boolean =>
+  (code >= 0x30 && code <= 0x39) || // 0-9
+  (code >= 0x41 && code <= 0x5a) || // A-Z
+  (code >= 0x61 && code <= 0x7a) || // a-z
+  code === 0x5f || // _
+  code === 0x2d; // -
+const isWordChar = (code: number): boolean => isJwtChar(code) && code !== 0x2d;
+
+/** End of the run of JWT characters starting at `from`. */
+function runEnd(text: string, from: number): number {
+  let i = from;
+  while (i < text.length && isJwtChar(text.charCodeAt(i))) i++;
+  return i;
+}
+
+/**
+ * Replaces JWTs (`eyJ<header>.<payload>[.<signature>]`, header and payload at least 2 characters
+ * of base64url, starting at a word boundary) in one left-to-right pass. A regex for this shape
+ * rescans the rest of a long dot-less run from every `eyJ` in it (quadratic); here a run that
+ * holds no JWT is skipped as a whole, since every `eyJ` inside it ends at the same place.
+ */
+function redactJwts(text: string): string {
+  let out = "";
+  let copied = 0;
+  let i = text.indexOf("eyJ");
+  while (i !== -1) {
+    // Not at a word boundary: not a start, but a later `eyJ` in this run may be (after a hyphen).
+    let next = i + 3;
+    if (i === 0 || !isWordChar(text.charCodeAt(i - 1))) {
+      // A start: every later `eyJ` of this run shares its header's end, so the run is done with.
+      next = runEnd(text, i + 3);
+      if (next - (i + 3) >= 2 && text.charCodeAt(next) === 0x2e) {
+        const payloadEnd = runEnd(text, next + 1);
+        if (payloadEnd - (next + 1) >= 2) {
+          next = text.charCodeAt(payloadEnd) === 0x2e ? runEnd(text, payloadEnd + 1) : payloadEnd;
+          out += `${text.slice(copied, i)}${REDACTED}`;
+          copied = next;
+        }
+      }
+    }
+    i = text.indexOf("eyJ", next);
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
 
 /** Strips credential-shaped substrings from one string. */
 export function redactText(text: string): string {
   if (!MAY_HOLD_CREDENTIAL.test(text)) return text;
+  // Bearer first: a JWT after "Bearer" goes with it.
+  const [bearer, ...rest] = CREDENTIAL_VALUES;
   let out = text;
-  for (const pattern of CREDENTIAL_VALUES) {
+  if (bearer) {
+    bearer.lastIndex = 0;
+    out = out.replace(bearer, REDACTED);
+  }
+  out = redactJwts(out);
+  for (const pattern of rest) {
     pattern.lastIndex = 0;
     out = out.replace(pattern, REDACTED);
   }
