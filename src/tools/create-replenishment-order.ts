@@ -197,21 +197,20 @@ const readStock = (args: Input, ctx: ToolContext, item: Sku): Promise<StockReadi
 export const CONFIRM_REASON_MAX_CHARS = 200;
 
 /**
- * Characters that could break the reason out of its one line or disguise it: C0 and C1 controls
- * (with CR, LF, VT, FF and NEL), DEL, the Unicode line and paragraph separators, and the bidi
- * embedding, override and isolate controls (which can make text read in another order), and
- * lone surrogates (which some clients render as nothing).
+ * Characters that could break the reason out of its one line or hide what it says, by Unicode
+ * class rather than a list: controls (Cc: C0, C1, DEL, with CR, LF, VT, FF, NEL), format
+ * characters (Cf: bidi embeddings, overrides and isolates, zero-width joiners, tag characters,
+ * the soft hyphen), the line and paragraph separators (Zl, Zp), surrogates (Cs: a lone half
+ * renders as nothing), private use (Co) and unassigned code points (Cn, noncharacters among them),
+ * every default-ignorable code point (the Hangul fillers such as U+3164, variation selectors,
+ * the combining grapheme joiner), and the blank Braille pattern U+2800.
  */
-const unsafeInLine = (code: number): boolean =>
-  code <= 0x1f ||
-  (code >= 0x7f && code <= 0x9f) ||
-  code === 0x2028 ||
-  code === 0x2029 ||
-  code === 0x200e ||
-  code === 0x200f ||
-  (code >= 0x202a && code <= 0x202e) ||
-  (code >= 0x2066 && code <= 0x2069) ||
-  (code >= 0xd800 && code <= 0xdfff);
+const UNSAFE_IN_LINE =
+  /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\p{Default_Ignorable_Code_Point}\u2800]/u;
+
+/** `\uXXXX`, or `\u{XXXXX}` beyond the Basic Multilingual Plane (a tag character, say). */
+const escapeCodePoint = (code: number): string =>
+  code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, "0")}`;
 
 /**
  * The reason as one quoted line: every line break and control escaped as \uXXXX (so a reason
@@ -225,7 +224,7 @@ export function quotedLine(text: string, max = CONFIRM_REASON_MAX_CHARS): string
   for (const c of shown) {
     const code = c.codePointAt(0) ?? 0;
     if (c === "\\" || c === '"') escaped += `\\${c}`;
-    else if (unsafeInLine(code)) escaped += `\\u${code.toString(16).padStart(4, "0")}`;
+    else if (UNSAFE_IN_LINE.test(c)) escaped += escapeCodePoint(code);
     else escaped += c;
   }
   const more = chars.length - max;

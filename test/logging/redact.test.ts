@@ -1,7 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ApiKey } from "../../src/keys/api-key.js";
-import { CREDENTIAL_VALUES, REDACTED, redact, redactText } from "../../src/logging/redact.js";
+import {
+  CREDENTIAL_VALUES,
+  JWT_SHAPE,
+  REDACTED,
+  redact,
+  redactText,
+} from "../../src/logging/redact.js";
 
 // Fabricated credential shapes; none of them authenticates anything.
 const SHAPES: Record<string, string> = {
@@ -14,13 +20,29 @@ const SHAPES: Record<string, string> = {
   slackBot: "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp",
   slackUser: "xoxp-123456789012-1234567890123-1234567890123-abcdef",
   storelink: "slk_47_demo_7f3a91c2e5b8",
+  stripeSecret: "sk_live_51HxAbCdEfGhIjKlMnOpQrSt",
+  stripeRestricted: "rk_test_51HxAbCdEfGhIjKlMnOpQrSt",
+  slackApp: "xapp-1-A0123456789-1234567890123-abcdef0123456789",
+  slackRefresh: "xoxe-1-My0xLTEyMzQ1Njc4OTAx-abcdef",
+  githubFineGrained: "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789",
+  googleApiKey: "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+  bearerToken: "bearer token abc123DEF456ghi789",
+  bearerBearer: "Bearer Bearer abc123DEF456ghi789",
+  privateKey:
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1b2c3d4\nE5f6g7h8+/==\n-----END RSA PRIVATE KEY-----",
+  privateKeyCut: "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+  jwtAfterHyphen: "x-eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln",
 };
 
 describe("redactText", () => {
   for (const [name, secret] of Object.entries(SHAPES)) {
     it(`strips a ${name} credential from free text`, () => {
-      const out = redactText(`Buyer approved 5; ops pasted token ${secret} by mistake`);
-      expect(out).toBe(`Buyer approved 5; ops pasted token ${REDACTED} by mistake`);
+      const text = `Buyer approved 5; ops pasted token ${secret} by mistake`;
+      const out = redactText(text);
+      // A shape glued to a word keeps the word ("x-"), and a key block cut off takes the rest.
+      const kept = secret.startsWith("x-") ? "x-" : "";
+      const rest = name === "privateKeyCut" ? "" : " by mistake";
+      expect(out).toBe(`Buyer approved 5; ops pasted token ${kept}${REDACTED}${rest}`);
       expect(out).not.toContain(secret.slice(-8));
     });
   }
@@ -126,8 +148,13 @@ describe("redact", () => {
   });
 
   it("skips no string a full pass would change (the cheap pre-check is a superset)", () => {
+    // Every pattern in redactText's order: Bearer, then JWTs (as a regex here), then the rest.
+    const [bearer, ...rest] = CREDENTIAL_VALUES;
     const fullPass = (text: string): string =>
-      CREDENTIAL_VALUES.reduce((out, pattern) => out.replace(pattern, REDACTED), text);
+      [bearer as RegExp, JWT_SHAPE, ...rest].reduce(
+        (out, pattern) => out.replace(pattern, REDACTED),
+        text,
+      );
     // Prefixes of every shape, in any case, followed by token-ish tails.
     const prefix = fc.constantFrom(
       "Bearer ",
@@ -148,6 +175,17 @@ describe("redact", () => {
       "xoxp-",
       "slk_",
       "SLK_",
+      "sk_live_",
+      "rk_test_",
+      "xapp-",
+      "xoxe-",
+      "AIza",
+      "bearer token ",
+      "Bearer Bearer ",
+      "x-eyJ",
+      "_eyJ",
+      "-----BEGIN PRIVATE KEY-----",
+      "-----END PRIVATE KEY-----",
       "",
     );
     const tail = fc.stringMatching(/^[A-Za-z0-9_.\-=+/~]{0,40}$/);

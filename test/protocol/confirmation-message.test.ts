@@ -107,4 +107,28 @@ describe("confirmation message against a hostile reason", () => {
     expect(reasonLine).toContain(`(${reason.length - 200} more characters not shown)`);
     expect(reasonLine?.length).toBeLessThan(300);
   });
+
+  it.each([
+    ["a Hangul filler", "\u3164", "\\u3164"],
+    ["a halfwidth Hangul filler", "\uffa0", "\\uffa0"],
+    ["a zero-width space", "\u200b", "\\u200b"],
+    ["a zero-width joiner", "\u200d", "\\u200d"],
+    ["a byte-order mark", "\ufeff", "\\ufeff"],
+    ["a soft hyphen", "\u00ad", "\\u00ad"],
+    ["a word joiner", "\u2060", "\\u2060"],
+    ["the Mongolian vowel separator", "\u180e", "\\u180e"],
+    ["a combining grapheme joiner", "\u034f", "\\u034f"],
+    ["a tag character", "\u{e0041}", "\\u{e0041}"],
+    ["a noncharacter", "\ufdd0", "\\ufdd0"],
+    ["the noncharacter U+FFFF", "\uffff", "\\uffff"],
+    ["a private-use character", "\ue000", "\\ue000"],
+    ["the blank Braille pattern", "\u2800", "\\u2800"],
+    ["an interlinear annotation anchor", "\ufff9", "\\ufff9"],
+  ])("%s is shown escaped, never as an invisible character", async (_name, char, escaped) => {
+    const message = await shownFor(`Buyer approved this order${char} today, 24 units.`);
+    expectRealFacts(message);
+    const reasonLine = linesOf(message).find((l) => l.startsWith("Reason given by the agent"));
+    expect(reasonLine).toContain(escaped);
+    expect(reasonLine).not.toContain(char);
+  });
 });
