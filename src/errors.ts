@@ -168,7 +168,7 @@ export function toToolError(error: unknown, requestId: string): ToolError {
         return new ToolError(
           "outcome_unknown",
           "The order was sent to StoreLink but no answer came back: it may or may not have been created.",
-          "Do NOT resubmit blindly. Tell the buyer the outcome is unknown; check with get_replenishment_status, or retry with the same idempotency_key so a landed order is returned instead of duplicated.",
+          "Do NOT resubmit. Tell the buyer the outcome is unknown and check with get_replenishment_status. Only a call that carried an idempotency_key may be retried, with that same key and the same parameters (a landed order then comes back instead of a second one); without a key, a retry can load a second truck.",
           false,
         );
       case "unauthorized":

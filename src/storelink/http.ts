@@ -76,6 +76,20 @@ const UNRECOGNISED = "unrecognised";
 const contractCode = (code: string | undefined): string | undefined =>
   code === undefined ? undefined : CONTRACT_CODES.has(code) ? code : UNRECOGNISED;
 
+/**
+ * The order POST's refusals as the contract defines them (openapi/storelink.yaml): each status
+ * with the codes that mean "refused before acting". Any other answer to the POST (a 204, a 3xx, a
+ * bare 401, a 403 page, a 5xx whatever its body says) may follow a write that landed.
+ */
+const WRITE_REFUSALS: Readonly<Record<number, readonly string[]>> = {
+  400: ["invalid_request"],
+  401: ["unauthorized"],
+  404: ["unknown_store", "unknown_sku"],
+  409: ["idempotency_conflict"],
+  422: ["not_ranged"],
+  503: ["unavailable"],
+};
+
 /** Error codes of the contract that are domain errors, identical to the in-memory kinds. */
 const DOMAIN_CODES = new Set<StoreLinkErrorKind>([
   "unauthorized",
@@ -198,6 +212,21 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     const response = await this.#send(url, { method: "POST", headers, body }, "write", ids);
     if (response.status === 201 || response.status === 200) {
       const order = await this.#parse(response, orderSchema, "write", ids);
+      // An order other than the one sent is no clean CREATED of what was asked: something landed,
+      // and a person must look at it.
+      const differs = (["store_id", "sku", "quantity"] as const).filter(
+        (field) => order[field] !== request[field],
+      );
+      if (differs.length > 0) {
+        throw transportError(
+          "write",
+          new Failure(
+            true,
+            `StoreLink answered order ${order.order_id} with another ${differs.join(", ")}`,
+          ),
+          ids,
+        );
+      }
       return { order, replayed: response.status === 200 };
     }
     throw await this.#errorFrom(response, "write", ids);
@@ -219,7 +248,12 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   /** fetch with a deadline; transport failures become `unavailable` or `outcome_unknown`. */
   async #send(url: string, init: RequestInit, mode: Mode, ids: Ids): Promise<Response> {
     try {
-      return await this.#fetch(url, { ...init, signal: AbortSignal.timeout(this.#timeoutMs) });
+      // A redirect is off-contract and is never followed: the key must not reach another origin.
+      return await this.#fetch(url, {
+        ...init,
+        redirect: "manual",
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
     } catch (error) {
       throw transportError(mode, classify(error), ids);
     }
@@ -228,7 +262,7 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   async #parse<T>(response: Response, schema: z.ZodType<T>, mode: Mode, ids: Ids): Promise<T> {
     let json: unknown;
     try {
-      json = await response.json();
+      json = await readJson(response);
     } catch (error) {
       // The status line arrived, so the request was processed; the body was cut or garbled.
       const failure = classify(error);
@@ -242,12 +276,26 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   }
 
   async #errorFrom(response: Response, mode: Mode, ids: Ids): Promise<Error> {
+    const status = response.status;
+    if (status >= 300 && status < 400) {
+      // Whatever its body says (a 303 is no "this order already existed"): a read failed, a
+      // write may have landed.
+      void response.body?.cancel().catch(() => {});
+      return transportError(mode, new Failure(true, `redirect HTTP ${status}, not followed`), ids);
+    }
     let code: string | undefined;
     try {
-      const parsed = errorSchema.safeParse(await response.json());
+      const parsed = errorSchema.safeParse(await readJson(response));
       if (parsed.success) code = contractCode(parsed.data.error.code);
     } catch {
       // No usable body: decided by the status alone below.
+    }
+    if (mode === "write" && (code === undefined || !WRITE_REFUSALS[status]?.includes(code))) {
+      return transportError(
+        mode,
+        new Failure(true, `off-contract answer HTTP ${status}${code ? ` (${code})` : ""}`),
+        ids,
+      );
     }
     if (code !== undefined && DOMAIN_CODES.has(code as StoreLinkErrorKind)) {
       const kind = code as StoreLinkErrorKind;
@@ -267,6 +315,40 @@ export class HttpStoreLinkClient implements StoreLinkClient {
       `StoreLink refused the request with HTTP ${response.status}${code ? ` (${code})` : ""}.`,
     );
   }
+}
+
+/** A size no StoreLink answer of the contract comes near; a larger body is not read further. */
+export const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+class BodyTooLarge extends Error {
+  override readonly name = "BodyTooLarge";
+}
+
+/**
+ * The body as JSON, read up to MAX_RESPONSE_BYTES: past that the stream is cancelled and this
+ * throws, so memory stays flat whatever StoreLink (or something posing as it) sends.
+ */
+async function readJson(response: Response): Promise<unknown> {
+  const declared = Number(response.headers.get("content-length") ?? Number.NaN);
+  if (declared > MAX_RESPONSE_BYTES) {
+    void response.body?.cancel().catch(() => {});
+    throw new BodyTooLarge(`body of ${declared} bytes`);
+  }
+  const reader = response.body?.getReader();
+  if (!reader) return JSON.parse("");
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_RESPONSE_BYTES) {
+      void reader.cancel().catch(() => {});
+      throw new BodyTooLarge(`body over ${MAX_RESPONSE_BYTES} bytes`);
+    }
+    chunks.push(value);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
 }
 
 interface Ids {
@@ -329,6 +411,7 @@ function keyHeader(key: ApiKey, ids: Ids): string {
 
 /** Decides whether a thrown fetch error happened before anything was sent. */
 function classify(error: unknown): Failure {
+  if (error instanceof BodyTooLarge) return new Failure(true, `answer larger than 1 MiB, not read`);
   const name = (error as { name?: string } | null)?.name;
   if (name === "TimeoutError" || name === "AbortError") {
     // The deadline may fire mid-connect or after the body left: it cannot prove "not sent".
