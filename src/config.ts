@@ -140,6 +140,9 @@ export type Config = Readonly<{
   shutdownGraceMs: number;
 }>;
 
+/** The longest shutdown grace Cloud Run leaves room for (see KORRAL_SHUTDOWN_GRACE_MS). */
+export const CLOUD_RUN_MAX_GRACE_MS = 9_000;
+
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
@@ -156,6 +159,16 @@ export function parseEnv<S extends z.ZodType>(
   const present = Object.fromEntries(
     Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
   );
+  // A value of only whitespace is a mistake, never "unset": " " would coerce to 0 and turn the
+  // cap, the rate limit or the grace off without a word.
+  const blank = Object.keys(envSchema instanceof z.ZodObject ? envSchema.shape : {}).filter(
+    (name) => typeof present[name] === "string" && (present[name] as string).trim() === "",
+  );
+  if (blank.length > 0) {
+    throw new ConfigError(
+      `Invalid ${what}: ${blank.map((name) => `${name}: is only whitespace; unset it or give a value`).join("; ")}`,
+    );
+  }
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
     const problems = parsed.error.issues
@@ -178,6 +191,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const production = c.NODE_ENV === "production";
+  // Cloud Run (which sets K_SERVICE) kills the container 10 s after SIGTERM; the logs' flush needs
+  // up to a second of that. A longer grace would be cut short mid-audit.
+  if (env.K_SERVICE !== undefined && c.KORRAL_SHUTDOWN_GRACE_MS > CLOUD_RUN_MAX_GRACE_MS) {
+    throw new ConfigError(
+      `Invalid configuration: KORRAL_SHUTDOWN_GRACE_MS: at most ${CLOUD_RUN_MAX_GRACE_MS} on Cloud Run (K_SERVICE is set), which kills the container 10 s after SIGTERM`,
+    );
+  }
   if (c.STORELINK_URL !== undefined && c.KORRAL_STORELINK === "embedded") {
     throw new ConfigError(
       "Invalid configuration: KORRAL_STORELINK=embedded and STORELINK_URL are both set; unset one (STORELINK_URL for the real StoreLink, KORRAL_STORELINK=embedded for the demo)",

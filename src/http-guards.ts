@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import type { NextFunction, Request, Response } from "express";
 
 /** Loopback host names: enforced whenever the server listens on loopback. */
@@ -20,6 +21,25 @@ const hostnameOf = (hostOrOrigin: string): string | undefined => {
 /** One trailing dot is the same DNS name (`host.` = `host`); the comparison ignores it. */
 const withoutRootDot = (hostname: string): string =>
   hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
+
+/**
+ * Whether a listen address is on loopback, however it is spelled: every address of 127.0.0.0/8
+ * (`127.1`, `0x7f.0.0.1`, `2130706433` as the resolver reads them), `::1` in any form, an
+ * IPv4-mapped loopback (`::ffff:127.0.0.1`), and `localhost` names.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const name = withoutRootDot(host.toLowerCase());
+  if (name === "localhost" || name.endsWith(".localhost")) return true;
+  let hostname: string;
+  try {
+    // The WHATWG parser writes every IPv4 and IPv6 spelling in one canonical form.
+    hostname = new URL(`http://${bracketIpv6(name)}/`).hostname;
+  } catch {
+    return false;
+  }
+  if (isIP(hostname) === 4) return hostname.startsWith("127.");
+  return hostname === "[::1]" || /^\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\]$/.test(hostname);
+}
 
 /** A bare IPv6 address (`::1`) is written with brackets in a Host header and in URL hostnames. */
 const bracketIpv6 = (entry: string): string =>
@@ -71,7 +91,8 @@ const isUnder = (name: string, domain: string): boolean =>
  * A wildcard must not cover a shared or public domain (`*.run.app`, `*.com`, `*`).
  */
 export function hostPatternProblem(entry: string): string | undefined {
-  const lower = entry.toLowerCase();
+  // As a Host header is matched: `*.com.` is `*.com`, and is judged as such.
+  const lower = withoutRootDot(entry.toLowerCase());
   if (lower.startsWith(".")) {
     return `is not a host name: write *${lower} for its sub-domains (and list ${lower.slice(1)} too if it is meant)`;
   }

@@ -6,7 +6,7 @@ import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { callerOf } from "./caller.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
-import { hostGuard, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
+import { hostGuard, isLoopbackHost, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
 import { MAX_BODY_DEPTH, tooDeep } from "./json-transport.js";
 import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
@@ -54,9 +54,6 @@ function isModernPost(req: Request): boolean {
   });
 }
 
-const isLoopback = (host: string): boolean =>
-  ["localhost", "127.0.0.1", "::1", "[::1]"].includes(host);
-
 /**
  * The Host names to enforce: the loopback names plus `KORRAL_ALLOWED_HOSTS` when that is set (on
  * Cloud Run: the service's own host); the loopback names alone when listening on loopback; else
@@ -65,7 +62,7 @@ const isLoopback = (host: string): boolean =>
  */
 export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
   if (config.allowedHosts.length > 0) return [...LOOPBACK_HOSTS, ...config.allowedHosts];
-  return isLoopback(config.host) ? LOOPBACK_HOSTS : undefined;
+  return isLoopbackHost(config.host) ? LOOPBACK_HOSTS : undefined;
 }
 
 /**
