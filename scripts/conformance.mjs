@@ -141,6 +141,8 @@ const server = spawn(process.execPath, [join(root, "dist/http.js")], {
     KORRAL_KEYS_FILE: join(root, "keys.example.json"),
     KORRAL_LOG_DIR: join(work, "log"),
     LOG_LEVEL: "warn",
+    // One key, as a deployment has (without one the server says so at start).
+    KORRAL_REQUEST_STATE_KEY: "conformance-request-state-key-of-32-bytes",
   },
   stdio: ["ignore", "ignore", "inherit"],
 });

@@ -1,7 +1,6 @@
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
-import { toNodeHandler } from "@modelcontextprotocol/node";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { callerOf } from "./caller.js";
@@ -82,9 +81,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   const guards = [originGuard(options.allowedOrigins ?? [])];
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
   const servers = new ServerPool(() => createServer(deps));
-  const modern = toNodeHandler(modernHttpHandler(deps), {
-    onerror: (error) => opsLog.error({ err: error }, "MCP 2026-07-28 request failed"),
-  });
+  const modern = modernHttpHandler(deps);
   /** 2026-07-28 requests go to the SDK v2's handler, behind the same guards and body limits. */
   const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
     if (tooDeep(req.body, MAX_BODY_DEPTH)) {
@@ -97,8 +94,11 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
       return;
     }
     const traceFields = traceFieldsOf(req.headers);
-    (req as Request & { auth?: AuthInfo }).auth = { ...auth, extra: { traceFields } };
-    void modern(req, res, req.body);
+    modern(req, res, req.body, { ...auth, extra: { traceFields } }).catch((error: unknown) => {
+      opsLog.error({ err: error }, "MCP 2026-07-28 request failed");
+      if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
+      else res.destroy();
+    });
   };
 
   // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes

@@ -1,10 +1,19 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import {
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  ReadResourceRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import {
+  type AuthInfo,
   type CacheHint,
   CLIENT_CAPABILITIES_META_KEY,
   classifyInboundRequest,
   createMcpHandler,
   type JSONRPCMessage,
-  type McpHttpHandler,
   Server as ModernServer,
   type RequestId,
   type ServerContext,
@@ -12,11 +21,12 @@ import {
   ProtocolError as WireError,
 } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
+import { z } from "zod";
 import { STDIO_CALLER } from "./caller.js";
 import { opsLog } from "./logging/ops.js";
 import type { TraceFields } from "./logging/trace-context.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
-import { ProtocolError } from "./protocol-error.js";
+import { invalidParams, ProtocolError, withoutIssueDump } from "./protocol-error.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
 import { callTool, INSTRUCTIONS, SERVER_NAME, SERVER_VERSION, TOOL_LIST } from "./server.js";
 import type { Rounds, ServerDeps } from "./tools/define.js";
@@ -54,6 +64,30 @@ async function wire<T>(run: () => T | Promise<T>): Promise<T> {
     throw error;
   }
 }
+
+/**
+ * Registers a handler whose params are checked here, so malformed params answer -32602 with a
+ * short message (the SDK's own parse answers -32603 with its whole issue list). The SDK v1
+ * schemas describe the same params as the 2026-07-28 ones for these methods.
+ */
+function onModernRequest<T extends { params?: unknown }>(
+  server: ModernServer,
+  method: string,
+  schema: {
+    safeParse(value: unknown): { success: true; data: T } | { success: false; error: z.ZodError };
+  },
+  handler: (params: NonNullable<T["params"]>) => unknown,
+): void {
+  server.setRequestHandler(method, { params: LOOSE_PARAMS }, (params) =>
+    wire(() => {
+      const parsed = schema.safeParse({ method, params: params ?? {} });
+      if (!parsed.success) throw invalidParams(method, parsed.error);
+      return handler((parsed.data.params ?? {}) as NonNullable<T["params"]>) as never;
+    }),
+  );
+}
+
+const LOOSE_PARAMS = z.looseObject({}).optional();
 
 /** Whether the request's client declared form elicitation in its `_meta` envelope. */
 function canAskForm(ctx: ServerContext): boolean {
@@ -96,7 +130,7 @@ export function createModernServer(deps: ServerDeps, who: ModernCaller): ModernS
       inputRequired: { legacyShim: false },
     },
   );
-  server.setRequestHandler("tools/list", () => TOOL_LIST);
+  onModernRequest(server, "tools/list", ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler("tools/call", (request, ctx) =>
     wire(() =>
       callTool(deps, request.params.name, request.params.arguments, {
@@ -107,12 +141,17 @@ export function createModernServer(deps: ServerDeps, who: ModernCaller): ModernS
       }),
     ),
   );
-  server.setRequestHandler("prompts/list", () => PROMPT_LIST);
-  server.setRequestHandler("prompts/get", (request) => wire(() => getPrompt(request.params)));
-  server.setRequestHandler("resources/list", () => RESOURCE_LIST);
-  server.setRequestHandler("resources/templates/list", () => RESOURCE_TEMPLATE_LIST);
-  server.setRequestHandler("resources/read", (request) =>
-    wire(() => readResource(deps, request.params.uri)),
+  onModernRequest(server, "prompts/list", ListPromptsRequestSchema, () => PROMPT_LIST);
+  onModernRequest(server, "prompts/get", GetPromptRequestSchema, (params) => getPrompt(params));
+  onModernRequest(server, "resources/list", ListResourcesRequestSchema, () => RESOURCE_LIST);
+  onModernRequest(
+    server,
+    "resources/templates/list",
+    ListResourceTemplatesRequestSchema,
+    () => RESOURCE_TEMPLATE_LIST,
+  );
+  onModernRequest(server, "resources/read", ReadResourceRequestSchema, (params) =>
+    readResource(deps, params.uri),
   );
   return server;
 }
@@ -143,9 +182,33 @@ export function isModern(
   return route.kind === "modern";
 }
 
-/** The SDK's stateless HTTP handler for modern requests (2025 ones never reach it). */
-export function modernHttpHandler(deps: ServerDeps): McpHttpHandler {
-  return createMcpHandler(
+/** An error answer whose message embeds an issue list, with that list as one short line. */
+function withShortErrors<M extends JSONRPCMessage>(message: M): M {
+  if (!("error" in message) || typeof message.error !== "object" || message.error === null) {
+    return message;
+  }
+  const { code, message: text } = message.error;
+  const short = withoutIssueDump(code, text);
+  return short === text ? message : { ...message, error: { ...message.error, message: short } };
+}
+
+/** The request headers the SDK's modern path reads; nothing else is copied per request. */
+const FORWARDED_HEADERS = [
+  "content-type",
+  "accept",
+  "mcp-protocol-version",
+  "mcp-method",
+  "mcp-name",
+] as const;
+
+/**
+ * The SDK's stateless handler for 2026-07-28 requests (2025 ones never reach it), mounted on
+ * Node's request and response. It hands the SDK the body Express already parsed (the SDK then
+ * never reads the Request's body), copies only the headers it reads (and any `Mcp-Param-*`), and
+ * shortens an issue-list error message as the stdio leg does.
+ */
+export function modernHttpHandler(deps: ServerDeps) {
+  const handler = createMcpHandler(
     ({ authInfo }) =>
       createModernServer(deps, {
         caller: authInfo?.clientId ?? "unknown",
@@ -153,6 +216,57 @@ export function modernHttpHandler(deps: ServerDeps): McpHttpHandler {
       }),
     { legacy: "reject" },
   );
+  return async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    authInfo: AuthInfo,
+  ): Promise<void> => {
+    const abort = new AbortController();
+    res.once("close", () => abort.abort());
+    const headers = new Headers();
+    for (const name of FORWARDED_HEADERS) {
+      const value = req.headers[name];
+      if (typeof value === "string") headers.set(name, value);
+    }
+    for (const name in req.headers) {
+      const value = req.headers[name];
+      if (name.startsWith("mcp-param-") && typeof value === "string") headers.set(name, value);
+    }
+    const request = new Request(`http://localhost${req.url ?? "/mcp"}`, {
+      method: "POST",
+      headers,
+      signal: abort.signal,
+    });
+    const response = await handler.fetch(request, { authInfo, parsedBody: body });
+    const type = response.headers.get("content-type") ?? "";
+    if (!type.startsWith("application/json")) {
+      // An event stream (or nothing): passed on as it comes.
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      if (response.body) {
+        for await (const chunk of response.body) {
+          if (abort.signal.aborted) break;
+          res.write(chunk);
+        }
+      }
+      res.end();
+      return;
+    }
+    let text = await response.text();
+    if (text.includes(": [")) {
+      try {
+        text = JSON.stringify(withShortErrors(JSON.parse(text) as JSONRPCMessage));
+      } catch {
+        // Not one JSON-RPC message: as it is.
+      }
+    }
+    res
+      .writeHead(response.status, {
+        "content-type": type,
+        "content-length": Buffer.byteLength(text),
+      })
+      .end(text);
+  };
 }
 
 export const STDIO_MODERN_CALLER: ModernCaller = { caller: STDIO_CALLER, traceFields: {} };
@@ -180,7 +294,7 @@ class ModernStdioChannel implements Transport {
     if (!("method" in message) && "id" in message && message.id !== undefined) {
       this.answered(message.id);
     }
-    await this.wire.send(message as never);
+    await this.wire.send(withShortErrors(message) as never);
   }
   async close(): Promise<void> {
     this.onclose?.();

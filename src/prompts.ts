@@ -5,7 +5,7 @@ import {
   type GetPromptResult,
   ListPromptsRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
-import { ProtocolError } from "./protocol-error.js";
+import { onRequest, ProtocolError } from "./protocol-error.js";
 import { STORE_DIRECTORY_TEXT } from "./storelink/directory.js";
 import { GAP_SEMANTICS, NOT_SUPPORTED } from "./tools/boundaries.js";
 
@@ -86,6 +86,6 @@ export function getPrompt(params: {
 
 /** Registers the workflow prompt. */
 export function registerPrompts(server: Server): void {
-  server.setRequestHandler(ListPromptsRequestSchema, () => PROMPT_LIST);
-  server.setRequestHandler(GetPromptRequestSchema, (request) => getPrompt(request.params));
+  onRequest(server, ListPromptsRequestSchema, () => PROMPT_LIST);
+  onRequest(server, GetPromptRequestSchema, (request) => getPrompt(request.params));
 }

@@ -1,6 +1,13 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  type JSONRPCMessage,
+  type ServerNotification,
+  type ServerRequest,
+} from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
 
 /**
  * A JSON-RPC error for the wire, with its message exactly as written. The SDK's `McpError` bakes
@@ -27,10 +34,38 @@ function withoutMcpPrefix(code: number, message: string): string {
   return text;
 }
 
+/**
+ * An error message that embeds a zod issue list (the SDKs' "Invalid tools/call request: [ {...} ]")
+ * as one short line naming each bad field; any other message as it is.
+ */
+export function withoutIssueDump(code: number, message: string): string {
+  const at = message.indexOf(": [");
+  if (code !== ErrorCode.InvalidParams || at === -1) return message;
+  try {
+    const issues = JSON.parse(message.slice(at + 2)) as unknown;
+    if (!Array.isArray(issues)) return message;
+    return `${message.slice(0, at)}: ${shortDetail(issues as z.core.$ZodIssue[])}`;
+  } catch {
+    return message;
+  }
+}
+
+function shortDetail(
+  issues: readonly { path?: readonly PropertyKey[]; message?: string }[],
+): string {
+  const detail = issues
+    .map((issue) => {
+      const path = (issue.path ?? []).filter((p) => p !== "params").map(String);
+      return `${path.join(".") || "params"}: ${issue.message ?? "invalid"}`;
+    })
+    .join("; ");
+  return detail.length > MAX_PARAMS_DETAIL ? `${detail.slice(0, MAX_PARAMS_DETAIL)}…` : detail;
+}
+
 function unprefixed(message: JSONRPCMessage): JSONRPCMessage {
   if (!("error" in message)) return message;
   const { code, message: text } = message.error;
-  const clean = withoutMcpPrefix(code, text);
+  const clean = withoutIssueDump(code, withoutMcpPrefix(code, text));
   return clean === text ? message : { ...message, error: { ...message.error, message: clean } };
 }
 
@@ -46,4 +81,44 @@ export class WireServer extends Server {
     transport.send = (message, options) => send(unprefixed(message), options);
     await super.connect(transport);
   }
+}
+
+/** The longest description of bad params a protocol error carries. */
+const MAX_PARAMS_DETAIL = 300;
+
+/** -32602 for malformed params: which fields, briefly; never the parser's whole issue dump. */
+export function invalidParams(method: string, error: z.ZodError): ProtocolError {
+  const detail = error.issues
+    .map(
+      (issue) =>
+        `${issue.path.filter((p) => p !== "params").join(".") || "params"}: ${issue.message}`,
+    )
+    .join("; ");
+  const short =
+    detail.length > MAX_PARAMS_DETAIL ? `${detail.slice(0, MAX_PARAMS_DETAIL)}…` : detail;
+  return new ProtocolError(ErrorCode.InvalidParams, `Invalid params for ${method}: ${short}`);
+}
+
+interface RequestSchema<T> {
+  shape: { method: { value: string } };
+  safeParse(value: unknown): { success: true; data: T } | { success: false; error: z.ZodError };
+}
+
+/**
+ * Registers `handler` for the method of the SDK's `schema`, answering malformed params with
+ * -32602 and a short message naming what is wrong. The SDK parses with the schema itself and
+ * answers a failure -32603 with the parser's whole issue list as the message.
+ */
+export function onRequest<T>(
+  server: Server,
+  schema: RequestSchema<T>,
+  handler: (request: T, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => unknown,
+): void {
+  const method = schema.shape.method.value;
+  const loose = z.object({ method: z.literal(method), params: z.unknown().optional() });
+  server.setRequestHandler(loose, (request, extra) => {
+    const parsed = schema.safeParse(request);
+    if (!parsed.success) throw invalidParams(method, parsed.error);
+    return handler(parsed.data, extra) as never;
+  });
 }

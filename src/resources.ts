@@ -4,7 +4,7 @@ import {
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
-import { ProtocolError } from "./protocol-error.js";
+import { onRequest, ProtocolError } from "./protocol-error.js";
 import type { ServerDeps } from "./tools/define.js";
 
 const RESOURCE_NOT_FOUND = -32002;
@@ -41,11 +41,9 @@ export async function readResource(deps: ServerDeps, uri: string) {
 
 /** The store directory as an MCP resource, read live from StoreLink's directory (no key needed). */
 export function registerResources(server: Server, deps: ServerDeps): void {
-  server.setRequestHandler(ListResourcesRequestSchema, () => RESOURCE_LIST);
+  onRequest(server, ListResourcesRequestSchema, () => RESOURCE_LIST);
   // No templates, but declaring `resources` promises this method: Inspector, the SDK v2 client
   // and the Python SDK call it and report -32601 as a failure.
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => RESOURCE_TEMPLATE_LIST);
-  server.setRequestHandler(ReadResourceRequestSchema, (request) =>
-    readResource(deps, request.params.uri),
-  );
+  onRequest(server, ListResourceTemplatesRequestSchema, () => RESOURCE_TEMPLATE_LIST);
+  onRequest(server, ReadResourceRequestSchema, (request) => readResource(deps, request.params.uri));
 }

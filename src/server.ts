@@ -21,7 +21,7 @@ import { nullRecorder } from "./logging/records.js";
 import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
 import { OrderCap } from "./order-cap.js";
 import { registerPrompts } from "./prompts.js";
-import { ProtocolError, WireServer } from "./protocol-error.js";
+import { onRequest, ProtocolError, WireServer } from "./protocol-error.js";
 import { stateSigner } from "./request-state.js";
 import { registerResources } from "./resources.js";
 import { createStoreLink } from "./storelink/index.js";
@@ -118,6 +118,20 @@ export async function callTool(
 ): Promise<CallToolResult | InputRequiredResult> {
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
+    // Every call is traced, one the server cannot run too (its name and arguments are capped).
+    deps.recorder.trace(
+      {
+        ts: new Date().toISOString(),
+        request_id: newRequestId(),
+        tool: name,
+        store_id: null,
+        status: "error",
+        error: `unknown_tool: no tool named ${name}`,
+        duration_ms: 0,
+        args: args ?? {},
+      },
+      traceFields,
+    );
     throw new ProtocolError(
       ErrorCode.InvalidParams,
       `Unknown tool: ${name}. Available: ${[...TOOLS_BY_NAME.keys()].join(", ")}`,
@@ -241,7 +255,7 @@ export function createServer(overrides: Partial<ServerDeps> = {}): Server {
       jsonSchemaValidator: SHARED_VALIDATOR,
     },
   );
-  server.setRequestHandler(ListToolsRequestSchema, () => TOOL_LIST);
+  onRequest(server, ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler(CallToolAnyParamsSchema, (request, extra) => {
     const params = request.params as CallToolRequest["params"];
     // No rounds on a 2025 session, so never input_required.

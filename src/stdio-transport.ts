@@ -25,6 +25,8 @@ const NL = Buffer.from("\n");
 export class LineLimiter extends Transform {
   #parts: Buffer[] = [];
   #size = 0;
+  /** The line last passed on: the transport parses it synchronously, so an error is about it. */
+  lastLine: Buffer | undefined;
   /** Bytes of the oversize line being discarded, or -1 when not discarding. */
   #discarded = -1;
 
@@ -87,14 +89,29 @@ export class LineLimiter extends Transform {
     this.#size = 0;
     if (size === 0 || (size === 1 && parts[0]?.[0] === 0x0d)) return;
     parts.push(NL);
-    this.push(Buffer.concat(parts, size + 1));
+    const line = Buffer.concat(parts, size + 1);
+    this.lastLine = line;
+    this.push(line);
   }
 }
 
-const errorLine = (code: number, message: string): string =>
-  `${JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message } })}\n`;
-
 type RequestId = string | number;
+
+const errorLine = (code: number, message: string, id: RequestId | null = null): string =>
+  `${JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } })}\n`;
+
+/** The id of a request line that is JSON but not a valid message, so its answer can name it. */
+function idOfLine(line: Buffer | undefined): RequestId | null {
+  if (line === undefined) return null;
+  try {
+    const message = JSON.parse(line.toString("utf8")) as { id?: unknown; method?: unknown };
+    const id = message?.id;
+    if (typeof message?.method !== "string") return null;
+    return typeof id === "string" || (typeof id === "number" && Number.isFinite(id)) ? id : null;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * The SDK's stdio transport behind a `LineLimiter` (its own buffer throws past 10 MB, and the
@@ -186,7 +203,14 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
       } else if (error instanceof SyntaxError) {
         this.#out.write(errorLine(-32700, "Parse error: the line is not valid JSON."));
       } else if (error.name === "ZodError") {
-        this.#out.write(errorLine(-32600, "Invalid Request: not a JSON-RPC 2.0 message."));
+        // A request whose envelope is malformed (a bad `_meta`, params that are no object) is
+        // answered under its own id, so the client waiting on it learns why.
+        const id = idOfLine(this.lines.lastLine);
+        this.#out.write(
+          id === null
+            ? errorLine(-32600, "Invalid Request: not a JSON-RPC 2.0 message.")
+            : errorLine(-32602, "Invalid params: the request's params or _meta are malformed.", id),
+        );
       }
       report?.(error);
     };

@@ -32,7 +32,7 @@ export function redactTrace(record: TraceRecord): TraceRecord {
     request_id: text(String(record.request_id)),
     tool: text(String(record.tool)),
     store_id: typeof record.store_id === "string" ? text(record.store_id) : null,
-    status: failed ? "error" : "ok",
+    status: record.status === "ok" || record.status === "input_required" ? record.status : "error",
     error: typeof record.error === "string" ? text(record.error) : null,
     duration_ms: Number.isFinite(record.duration_ms) ? record.duration_ms : 0,
     args: (failed ? redactCapped(record.args) : redact(record.args)) ?? null,

@@ -94,6 +94,41 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     expect(typeof answer.result.requestState).toBe("string");
     // Round 1 is traced, not audited: nothing was written and no outcome exists yet.
     expect(await auditLines(ws.logDir)).toEqual([]);
+    const trace = (await readFile(join(ws.logDir, "trace.jsonl"), "utf8")).trim().split("\n");
+    expect(trace.map((l) => JSON.parse(l).status)).toEqual(["input_required"]);
+  });
+
+  it("a request with a malformed _meta or params is answered under its own id", async () => {
+    const ws = await workspace();
+    const server = spawnDist("stdio.js", {
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: ws.logDir,
+    });
+    cleanup.push(() => server.stop());
+    const lines = [
+      { jsonrpc: "2.0", id: 21, method: "tools/list", params: { _meta: 5 } },
+      { jsonrpc: "2.0", id: "b", method: "tools/list", params: 7 },
+      {
+        jsonrpc: "2.0",
+        id: 23,
+        method: "tools/list",
+        params: { _meta: { "io.modelcontextprotocol/protocolVersion": 5 } },
+      },
+      { jsonrpc: "2.0", id: 24, method: "tools/list", params: { _meta: envelope({}), cursor: 5 } },
+    ];
+    server.child.stdin?.write(`${lines.map((l) => JSON.stringify(l)).join("\n")}\n`);
+    server.child.stdin?.end();
+    expect(await server.exit).toBe(0);
+    const answers = server
+      .stdout()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(answers.map((a) => a.id).sort()).toEqual([21, 23, 24, "b"]);
+    for (const answer of answers) {
+      expect(answer.error.code).toBe(-32602);
+      expect(answer.error.message).not.toContain("\n");
+    }
   });
 
   it("reads the era per line: a 2026 call after a 2025 initialize is still asked", async () => {
