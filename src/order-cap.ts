@@ -27,7 +27,7 @@ export interface Reservation {
 
 export type ReserveResult =
   | { ok: true; reservation: Reservation }
-  | { ok: false; count: number; limit: number };
+  | { ok: false; count: number; limit: number; placed: number; inFlight: number };
 
 interface Entry {
   /** When the order counted from (its commit); for a pending slot, when it was taken. */
@@ -55,7 +55,14 @@ export class OrderCap {
     if (this.perHour <= 0) return { ok: true, reservation: NO_OP };
     const entries = this.#bucket(storeId, sku, this.#now());
     if (entries.length >= this.perHour) {
-      return { ok: false, count: entries.length, limit: this.perHour };
+      const inFlight = entries.filter((entry) => entry.pending).length;
+      return {
+        ok: false,
+        count: entries.length,
+        limit: this.perHour,
+        placed: entries.length - inFlight,
+        inFlight,
+      };
     }
     const entry: Entry = { at: this.#now(), pending: true };
     entries.push(entry);
@@ -81,9 +88,16 @@ export class OrderCap {
     };
   }
 
-  /** Would a new order be refused right now? For previews; holds nothing. */
+  /** Would a new order be refused right now? For previews and round 1; holds nothing. */
   isFull(storeId: string, sku: string): boolean {
     return this.perHour > 0 && this.#bucket(storeId, sku, this.#now()).length >= this.perHour;
+  }
+
+  /** Orders counted for a store+SKU this hour: placed, and still being written. */
+  counts(storeId: string, sku: string): { placed: number; inFlight: number } {
+    const entries = this.#bucket(storeId, sku, this.#now());
+    const inFlight = entries.filter((entry) => entry.pending).length;
+    return { placed: entries.length - inFlight, inFlight };
   }
 
   /** The live entries for a store+SKU, pruned in place (reservations hold the same array). */

@@ -1,9 +1,32 @@
 import { close, open, read } from "node:fs";
+import { opsLog } from "../logging/ops.js";
 import { ApiKey, isSendableKey, UnusableKeyError } from "./api-key.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 
 /** One read of the file: its keys (null when there is no file), or why it could not be used. */
-type Snapshot = { keys: object | null } | { failure: string };
+type Snapshot = { keys: object | null } | { failure: string; transient?: boolean };
+
+export interface FileKeyOptions {
+  /** A read that takes longer (a hung network mount) fails the lookup; the next one reads anew. */
+  deadlineMs?: number;
+  /** Told of each change of the file's state: a problem (never the file's content), or null. */
+  report?: (problem: string | null, path: string) => void;
+}
+
+/** The longest a key read may take before the lookup fails with the usual safe message. */
+export const KEY_READ_DEADLINE_MS = 2_000;
+
+/**
+ * Reads of a hung file still holding a thread-pool worker: past this many, a lookup fails at
+ * once instead of starting another (the pool is shared with every other file operation).
+ */
+const MAX_HUNG_READS = 2;
+
+/** Says a key-file problem once on stderr (operational log), and once when it is gone. */
+function reportOnce(problem: string | null, path: string): void {
+  if (problem === null) opsLog.info({ keys_file: path }, "key file readable again");
+  else opsLog.warn({ keys_file: path, problem }, `key file problem: ${problem}`);
+}
 
 /**
  * Keys from a JSON file mapping store id to key, re-read for every lookup: no cache, so a key an
@@ -15,12 +38,26 @@ type Snapshot = { keys: object | null } | { failure: string };
  */
 export class FileKeyProvider implements StoreKeyProvider {
   #inFlight: Promise<Snapshot> | undefined;
+  /** Raw reads not yet finished, a hung one included. */
+  #outstanding = 0;
+  /** The problem last reported (undefined: nothing read yet). */
+  #reported: string | null | undefined;
+  readonly #deadlineMs: number;
+  readonly #report: NonNullable<FileKeyOptions["report"]>;
 
-  constructor(readonly path: string) {}
+  constructor(
+    readonly path: string,
+    options: FileKeyOptions = {},
+  ) {
+    this.#deadlineMs = options.deadlineMs ?? KEY_READ_DEADLINE_MS;
+    this.#report = options.report ?? reportOnce;
+  }
 
   async getKey(storeId: string, options?: { fresh?: boolean }): Promise<ApiKey | undefined> {
     const snapshot = await (options?.fresh === true ? this.#read() : this.#shared());
-    if ("failure" in snapshot) throw new KeySourceError(storeId, snapshot.failure);
+    if ("failure" in snapshot) {
+      throw new KeySourceError(storeId, snapshot.failure, snapshot.transient === true);
+    }
     // No file means no keys at all: every store reports "No credentials", nothing crashes.
     if (snapshot.keys === null || !Object.hasOwn(snapshot.keys, storeId)) return undefined;
     const value = (snapshot.keys as Record<string, unknown>)[storeId];
@@ -43,17 +80,45 @@ export class FileKeyProvider implements StoreKeyProvider {
     return this.#inFlight;
   }
 
-  /** One read and parse of the file. Never rejects: failures are returned as a reason. */
+  /** One read and parse of the file, its state reported when it changed. Never rejects. */
   async #read(): Promise<Snapshot> {
+    const snapshot = await this.#readOnce();
+    const problem =
+      "failure" in snapshot
+        ? snapshot.failure
+        : snapshot.keys === null
+          ? "key file does not exist (every store reports No credentials)"
+          : null;
+    // The first read reports only a problem; later ones each change, back to fine included.
+    if (problem !== this.#reported && (problem !== null || this.#reported !== undefined)) {
+      this.#report(problem, this.path);
+    }
+    this.#reported = problem;
+    return snapshot;
+  }
+
+  async #readOnce(): Promise<Snapshot> {
+    if (this.#outstanding >= MAX_HUNG_READS) {
+      return { failure: "key file reads are hanging (a stuck mount?)", transient: true };
+    }
     let text: string;
+    this.#outstanding++;
     try {
       // Asynchronous on purpose: a slow or network-mounted disk must not stall every other
       // request of the process.
-      text = await readWhole(this.path);
+      const reading = readWhole(this.path).finally(() => {
+        this.#outstanding--;
+      });
+      text = await withDeadline(reading, this.#deadlineMs);
     } catch (error) {
+      if (error === DEADLINE) {
+        return { failure: `key file read took over ${this.#deadlineMs} ms`, transient: true };
+      }
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return { keys: null };
       return { failure: "key file could not be read" };
     }
+    // An editor's UTF-8 byte-order mark is not part of the JSON.
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -66,6 +131,25 @@ export class FileKeyProvider implements StoreKeyProvider {
     }
     return { keys: parsed };
   }
+}
+
+const DEADLINE = Symbol("deadline");
+
+/** `promise`, or a rejection with DEADLINE after `ms` (the promise itself runs on, unobserved). */
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(DEADLINE), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
 }
 
 // Larger than a key file of a few hundred stores: one read usually takes it whole.

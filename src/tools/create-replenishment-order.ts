@@ -167,12 +167,21 @@ function outcomeOf(error: ToolError, stage: Stage): AuditOutcome {
 
 const NO_RESERVATION: Reservation = { commit() {}, release() {} };
 
-function capReached(store: Store, item: Sku, limit: number): ToolError {
+function capReached(
+  store: Store,
+  item: Sku,
+  limit: number,
+  { placed, inFlight }: { placed: number; inFlight: number },
+): ToolError {
+  const pending =
+    inFlight > 0
+      ? `, and ${inFlight} more ${inFlight === 1 ? "is" : "are"} being submitted now`
+      : "";
   return new ToolError(
     "order_cap_reached",
-    `Order limit reached: this server has already placed ${limit} orders for ${item.name} ` +
-      `(SKU ${item.sku}) at ${store.name} (store ${store.store_id}) in the last hour, the most ` +
-      "it allows. Nothing was submitted. If the volume is real, contact Korral ops to place it.",
+    `Order limit reached: this server allows ${limit} orders an hour for ${item.name} ` +
+      `(SKU ${item.sku}) at ${store.name} (store ${store.store_id}); ${placed} ${placed === 1 ? "was" : "were"} ` +
+      `placed in the last hour${pending}. Nothing was submitted. If the volume is real, contact Korral ops to place it.`,
     "Do not retry. Tell the buyer the hourly limit was reached and that Korral ops can place " +
       "the order if the volume is real; check the earlier orders with get_replenishment_status.",
     false,
@@ -326,7 +335,12 @@ const boundOrder = (args: Input) => ({
 async function askBuyer(args: Input, ctx: ToolContext, rounds: Rounds, store: Store, item: Sku) {
   const stock = await readStock(args, ctx, item);
   if (ctx.orderCap?.isFull(store.store_id, item.sku)) {
-    throw capReached(store, item, ctx.orderCap.perHour);
+    throw capReached(
+      store,
+      item,
+      ctx.orderCap.perHour,
+      ctx.orderCap.counts(store.store_id, item.sku),
+    );
   }
   const requestState = await rounds.signer.mint(
     { nonce: newNonce(), args: orderDigest(boundOrder(args)) },
@@ -400,7 +414,12 @@ function confirmationRequired(): ToolError {
 async function preview(args: Input, ctx: ToolContext, store: Store, item: Sku): Promise<Output> {
   const stock = await readStock(args, ctx, item);
   if (ctx.orderCap?.isFull(store.store_id, item.sku)) {
-    throw capReached(store, item, ctx.orderCap.perHour);
+    throw capReached(
+      store,
+      item,
+      ctx.orderCap.perHour,
+      ctx.orderCap.counts(store.store_id, item.sku),
+    );
   }
   const { gap, reading } = gapOf(stock.on_hand, stock.units_sold_last_24h);
   const { store_id, quantity, reason } = args;
@@ -496,7 +515,7 @@ export const createReplenishmentOrder = defineTool({
         ok: true as const,
         reservation: NO_RESERVATION,
       };
-      if (!held.ok) throw capReached(store, item, held.limit);
+      if (!held.ok) throw capReached(store, item, held.limit, held);
 
       let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
       try {

@@ -2,6 +2,7 @@ import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createApp } from "../../src/http.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 /**
@@ -58,9 +59,10 @@ const META = {
 describe("2026-07-28 over HTTP: malformed params", () => {
   const recorder = new MemoryRecorder();
   const app = createApp({
+    storelink: new InMemoryStoreLink(),
     keys: new MapKeyProvider(),
     recorder,
-  } as Parameters<typeof createApp>[0]);
+  });
   const post = (method: string, params: Record<string, unknown>) =>
     request(app)
       .post("/mcp")

@@ -368,6 +368,7 @@ describe("loop guard", () => {
     expect(error).toMatchObject({ type: "order_cap_reached", retryable: false });
     expect(error.message).toContain("contact Korral ops");
     expect(error.message).toContain("Nothing was submitted");
+    expect(error.message).toContain("3 were placed in the last hour.");
     expect(outcomes(h).at(-1)).toBe("REJECTED -");
     const status = await h.call("get_replenishment_status", {
       store_id: "47",
@@ -415,6 +416,14 @@ describe("loop guard", () => {
     const h = await start({ orderCap: new OrderCap({ perHour: 3 }) });
     const results = await Promise.all([1, 2, 3, 4, 5].map((n) => order(h, n)));
     expect(results.filter((r) => !r.isError)).toHaveLength(3);
+    // The refusal counts the three, those still at StoreLink as being submitted.
+    for (const refused of results.filter((r) => r.isError)) {
+      const counted =
+        /(\d) (?:was|were) placed in the last hour(?:, and (\d) more (?:is|are) being submitted now)?\./.exec(
+          errorOf(refused).message,
+        );
+      expect(Number(counted?.[1]) + Number(counted?.[2] ?? 0)).toBe(3);
+    }
     expect(results.filter((r) => r.isError).map((r) => errorOf(r).type)).toEqual([
       "order_cap_reached",
       "order_cap_reached",
