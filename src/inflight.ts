@@ -2,10 +2,14 @@ import type { AuditRecord, CallRecorder, TraceRecord } from "./logging/records.j
 import type { TraceFields } from "./logging/trace-context.js";
 import { rawOrderFields } from "./tools/common.js";
 
-/** Why a write still running at the end of the shutdown grace is audited UNCERTAIN. */
+/** Why a write still running at StoreLink at the end of the shutdown grace is UNCERTAIN. */
 export const ABANDONED_DETAIL =
   "the process stopped before StoreLink answered; the order may or may not have been created: " +
   "check get_replenishment_status before resubmitting";
+
+/** Why a write stopped before it was sent (checks, the buyer's confirmation) is REJECTED. */
+export const ABANDONED_UNSENT_DETAIL =
+  "the process stopped before the order was sent to StoreLink; nothing was submitted";
 
 /**
  * One running tool call. It is the call's recorder too, so it knows whether the call has already
@@ -14,6 +18,7 @@ export const ABANDONED_DETAIL =
  */
 export class InflightCall implements CallRecorder {
   #audited = false;
+  #sent = false;
   constructor(
     readonly requestId: string,
     readonly tool: string,
@@ -36,9 +41,14 @@ export class InflightCall implements CallRecorder {
     return this.recorder.audit(record, context);
   }
 
+  /** The write is being handed to StoreLink: from now on, abandoning it leaves it uncertain. */
+  markSent(): void {
+    this.#sent = true;
+  }
+
   /**
-   * Traces the abandoned call (it never returns to trace itself) and audits an abandoned write
-   * UNCERTAIN, unless it has already written its audit line. A closed recorder writes (and syncs)
+   * Traces the abandoned call (it never returns to trace itself) and audits an abandoned write,
+   * unless it has already written its audit line: UNCERTAIN once it was sent, else REJECTED. A closed recorder writes (and syncs)
    * the lines before this returns. Tells whether an audit line was written.
    */
   abandon(): boolean {
@@ -50,7 +60,7 @@ export class InflightCall implements CallRecorder {
         tool: this.tool,
         store_id: fields.store_id,
         status: "error",
-        error: `${this.write ? "outcome_unknown" : "internal"}: stopped by shutdown`,
+        error: `${this.write && this.#sent ? "outcome_unknown" : "internal"}: stopped by shutdown${this.write && !this.#sent ? " before the order was sent" : ""}`,
         duration_ms: Math.round((performance.now() - this.started) * 100) / 100,
         args: this.args ?? {},
       },
@@ -60,11 +70,11 @@ export class InflightCall implements CallRecorder {
     void this.audit(
       {
         ts: new Date().toISOString(),
-        outcome: "UNCERTAIN",
+        outcome: this.#sent ? "UNCERTAIN" : "REJECTED",
         order_id: null,
         ...fields,
         request_id: this.requestId,
-        detail: ABANDONED_DETAIL,
+        detail: this.#sent ? ABANDONED_DETAIL : ABANDONED_UNSENT_DETAIL,
       },
       this.traceFields,
     );
@@ -102,7 +112,7 @@ export class InflightCalls {
   }
 
   /**
-   * Audits every running write UNCERTAIN. Call it last before exiting: after the recorder is
+   * Audits every running write (UNCERTAIN, or REJECTED if not yet sent). Call it last before exiting: after the recorder is
    * closed, its lines are written (and synced) before this returns, and no later answer can run.
    * Returns how many writes were abandoned.
    */

@@ -173,6 +173,7 @@ export async function callTool(
       signal,
       elicit,
       rounds,
+      onSend: () => inflight.markSent(),
       caller,
       traceFields,
     };

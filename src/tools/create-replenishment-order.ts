@@ -522,6 +522,7 @@ export const createReplenishmentOrder = defineTool({
         if (ctx.elicit) await confirmWithBuyer(args, ctx, ctx.elicit, store, item);
         created = await withStoreKey(ctx.keys, args.store_id, (key) => {
           stage = "sent";
+          ctx.onSend?.();
           return ctx.storelink.createOrder(
             {
               store_id: args.store_id,

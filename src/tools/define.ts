@@ -63,6 +63,8 @@ export interface ToolContext extends ServerDeps {
   elicit?: Elicit;
   /** Present only on a 2026-07-28 request whose client declared form elicitation. */
   rounds?: Rounds;
+  /** Called as the write is handed to StoreLink: an abandoned write is uncertain from then on. */
+  onSend?: () => void;
   /** Who is calling, for the per-caller rate limit (see caller.ts). */
   caller: string;
   /** The HTTP request's Cloud Trace fields ({} over stdio), for log lines made on its behalf. */

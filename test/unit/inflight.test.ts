@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ABANDONED_DETAIL, inflightCalls } from "../../src/inflight.js";
+import { ABANDONED_DETAIL, ABANDONED_UNSENT_DETAIL, inflightCalls } from "../../src/inflight.js";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import type { AuditRecord } from "../../src/logging/records.js";
 import type { CreatedOrder, OrderRequest, StockReading } from "../../src/storelink/client.js";
@@ -70,6 +70,37 @@ describe("in-flight tool calls", () => {
     // Twice is still one line.
     expect(inflightCalls.abandonAll()).toBe(0);
     expect(h.recorder.audits).toHaveLength(1);
+  });
+
+  it("a write stopped before it reached StoreLink is REJECTED: nothing was sent", async () => {
+    // Gated at the live stock read, before the order is handed to createOrder.
+    const storelink = gated();
+    const elicited: unknown[] = [];
+    const asking = await connect(
+      { storelink },
+      {
+        capabilities: { elicitation: { form: {} } },
+        onElicit: async () => {
+          elicited.push(1);
+          return { action: "accept", content: { confirm: true } };
+        },
+      },
+    );
+    void asking.call("create_replenishment_order", ORDER).catch(() => {});
+    await until(() => storelink.reached === 1);
+    expect(elicited).toEqual([]);
+    expect(inflightCalls.abandonAll()).toBe(1);
+    expect(asking.recorder.audits).toEqual([
+      expect.objectContaining({
+        outcome: "REJECTED",
+        store_id: "47",
+        quantity: 24,
+        detail: ABANDONED_UNSENT_DETAIL,
+      }),
+    ]);
+    expect(asking.recorder.traces.at(-1)?.error).toBe(
+      "internal: stopped by shutdown before the order was sent",
+    );
   });
 
   it("a write that already wrote its line (still being synced) gets no second one", async () => {
