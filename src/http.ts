@@ -10,7 +10,7 @@ import { MAX_BODY_DEPTH, tooDeep } from "./json-transport.js";
 import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
-import { setUpLogging } from "./logging/setup.js";
+import { recoverInterruptedWrites, setUpLogging } from "./logging/setup.js";
 import { traceFieldsOf } from "./logging/trace-context.js";
 import { isModern, modernHttpHandler } from "./modern.js";
 import { limiterFor } from "./rate-limit.js";
@@ -249,6 +249,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   requireRequestStateKey(config);
   const recorder = setUpLogging(config, "http");
+  await recoverInterruptedWrites(config, recorder);
   warnOfEphemeralKey(config);
   const deps = defaultDeps(
     {

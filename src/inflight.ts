@@ -44,6 +44,7 @@ export class InflightCall implements CallRecorder {
   /** The write is being handed to StoreLink: from now on, abandoning it leaves it uncertain. */
   markSent(): void {
     this.#sent = true;
+    this.recorder.intend?.(this.requestId, rawOrderFields(this.args), this.traceFields);
   }
 
   /**

@@ -2,7 +2,7 @@ import { ConfigError, loadConfig } from "./config.js";
 import { inflightCalls } from "./inflight.js";
 import { createKeyProvider } from "./keys/index.js";
 import { opsLog } from "./logging/ops.js";
-import { setUpLogging } from "./logging/setup.js";
+import { recoverInterruptedWrites, setUpLogging } from "./logging/setup.js";
 import { modernStdio } from "./modern.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
@@ -14,6 +14,7 @@ import { storelinkInUse } from "./storelink/index.js";
 async function main(): Promise<void> {
   const config = loadConfig();
   const recorder = setUpLogging(config, "stdio");
+  await recoverInterruptedWrites(config, recorder);
   const deps = defaultDeps(
     {
       keys: await createKeyProvider(config),

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { escapeLineTerminators, formatAuditFields, redactAudit, redactTrace } from "./format.js";
+import { IntentJournal } from "./intents.js";
 import { LineFile, type Warn } from "./line-file.js";
 import { opsLog } from "./ops.js";
 import type { AuditOutcome, CallRecorder } from "./records.js";
@@ -53,6 +54,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
   const auditFile = filesOn ? new LineFile(join(options.dir, AUDIT_FILE), warn) : undefined;
   const emit = options.structured ? guardSink(options.structured, warn) : undefined;
   const warnOnce = onceEach(warn);
+  const journal = filesOn ? new IntentJournal(options.dir, warn) : undefined;
 
   return {
     trace(record, context) {
@@ -85,12 +87,47 @@ export function createRecorder(options: RecorderOptions): Recorder {
           true,
         );
         await auditFile?.append(line, { durable: !NOT_SYNCED.has(r.outcome) });
+        journal?.end(record.request_id);
+      } catch (error) {
+        warnOnce("audit", error);
+      }
+    },
+    intend(requestId, fields, context) {
+      try {
+        journal?.begin(requestId, fields);
+        // Without files (Cloud Run, whose disk dies with the instance), the intent is a log entry
+        // of its own: an INTENT without an audit entry of the same req is a write a kill cut off.
+        if (emit && !journal) {
+          const r = redactAudit({
+            ts: new Date().toISOString(),
+            outcome: "UNCERTAIN",
+            order_id: null,
+            ...fields,
+            request_id: requestId,
+          });
+          const { store_id, sku, quantity, reason } = r;
+          emit(
+            {
+              severity: "NOTICE",
+              // The audit line's fields after its time, outcome and order id.
+              message: `INTENT ${formatAuditFields(r).split(" ").slice(3).join(" ")}`,
+              log_type: "intent",
+              time: r.ts,
+            },
+            escapeLineTerminators(
+              JSON.stringify({ request_id: requestId, store_id, sku, quantity, reason }),
+            ),
+            context,
+            true,
+          );
+        }
       } catch (error) {
         warnOnce("audit", error);
       }
     },
     async close() {
       await Promise.all([traceFile?.close(), auditFile?.close()]);
+      journal?.close();
     },
   };
 }

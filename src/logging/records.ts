@@ -1,3 +1,4 @@
+import type { IntentFields } from "./intents.js";
 import type { TraceFields } from "./trace-context.js";
 
 /** One line of log/trace.jsonl: every tool call, read or write, success or failure. */
@@ -47,6 +48,11 @@ export interface CallRecorder {
   trace(record: TraceRecord, context?: TraceFields): void;
   /** Resolves once the record is durable (for CREATED: on disk) or has been given up on. */
   audit(record: AuditRecord, context?: TraceFields): Promise<void>;
+  /**
+   * A write is being handed to StoreLink (synchronously durable, before it is sent): its audit
+   * line, keyed by the same request id, is its outcome. See intents.ts.
+   */
+  intend?(requestId: string, fields: IntentFields, context?: TraceFields): void;
 }
 
 /** Records nothing; for tests that do not look at logs. */

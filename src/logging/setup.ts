@@ -1,7 +1,10 @@
-import type { Config } from "../config.js";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { type Config, ConfigError } from "../config.js";
 import { storelinkInUse } from "../storelink/index.js";
+import { recoverIntents } from "./intents.js";
 import { configureOpsLog, opsLog } from "./ops.js";
-import { createRecorder, type Recorder, stdoutSink } from "./recorder.js";
+import { AUDIT_FILE, createRecorder, type Recorder, stdoutSink, TRACE_FILE } from "./recorder.js";
 import { setTraceProject } from "./trace-context.js";
 
 export type Transport = "stdio" | "http";
@@ -25,6 +28,7 @@ export function structuredStdout(
  * lines, since Cloud Run keeps no files; never stdout in stdio mode), and the startup line.
  */
 export function setUpLogging(config: Config, transport: Transport): Recorder {
+  if (config.logFiles) refuseOddLogFiles(config.logDir);
   configureOpsLog({ format: transport === "http" ? "cloud" : "plain", level: config.logLevel });
   setTraceProject(config.googleCloudProject);
   const logStdout = transport === "http" && structuredStdout(config);
@@ -49,4 +53,50 @@ export function setUpLogging(config: Config, transport: Transport): Recorder {
   if (transport === "stdio") opsLog.debug({ config: summary }, "korral-storelink starting");
   else opsLog.info({ config: summary }, "korral-storelink starting");
   return recorder;
+}
+
+/**
+ * Appends UNCERTAIN to audit.log for every write a killed process left without an outcome (see
+ * intents.ts), and says so once. Run at start, before serving.
+ */
+export async function recoverInterruptedWrites(
+  config: Pick<Config, "logDir" | "logFiles">,
+  recorder: Recorder,
+): Promise<number> {
+  if (!config.logFiles) return 0;
+  const recovered = await recoverIntents(config.logDir, (record) => recorder.audit(record));
+  if (recovered > 0) {
+    opsLog.warn(
+      { uncertain_writes: recovered },
+      "a previous server was killed while orders were at StoreLink; they are audited UNCERTAIN: check them with get_replenishment_status",
+    );
+  }
+  return recovered;
+}
+
+/**
+ * The two log paths must be regular files (or not exist yet): appending to a FIFO blocks until
+ * something reads it, so every audited write would hang; a device swallows the trail.
+ */
+function refuseOddLogFiles(dir: string): void {
+  for (const name of [AUDIT_FILE, TRACE_FILE]) {
+    const path = join(dir, name);
+    let kind: string | undefined;
+    try {
+      const stat = statSync(path);
+      if (stat.isFile()) continue;
+      kind = stat.isFIFO()
+        ? "a FIFO"
+        : stat.isDirectory()
+          ? "a directory"
+          : stat.isSocket()
+            ? "a socket"
+            : "a device";
+    } catch {
+      continue; // Absent (made on first write) or unreadable (said when first written).
+    }
+    throw new ConfigError(
+      `Invalid configuration: KORRAL_LOG_DIR: ${path} is ${kind}, not a regular file; remove it or set KORRAL_LOG_DIR to another directory`,
+    );
+  }
 }

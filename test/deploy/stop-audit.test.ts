@@ -26,12 +26,15 @@ async function setUp(delayMs: number, entry: "http.js" | "stdio.js", graceMs: nu
   cleanup.push(() => emulator.close());
   const ws = await tempWorkspace();
   cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
-  const server = spawnDist(entry, {
+  const env = {
     STORELINK_URL: emulator.baseUrl,
     STORELINK_TIMEOUT_MS: "10000",
     KORRAL_KEYS_FILE: ws.keysFile,
     KORRAL_LOG_DIR: ws.logDir,
     KORRAL_SHUTDOWN_GRACE_MS: String(graceMs),
+  };
+  const server = spawnDist(entry, {
+    ...env,
     ...(entry === "http.js" ? { HOST: "127.0.0.1", PORT: "0" } : {}),
   });
   cleanup.push(() => server.stop());
@@ -43,7 +46,7 @@ async function setUp(delayMs: number, entry: "http.js" | "stdio.js", graceMs: nu
     const file = join(ws.logDir, "trace.jsonl");
     return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
   };
-  return { storelink: emulator.storelink, server, auditLines, traceLines };
+  return { storelink: emulator.storelink, server, auditLines, traceLines, env };
 }
 
 async function portOf(server: Spawned): Promise<number> {
@@ -215,4 +218,43 @@ describe("end of stdin", () => {
     expect(auditLines()).toEqual([expect.stringContaining("REJECTED")]);
     expect(server.stdout()).not.toContain("-32700");
   });
+});
+
+describe("kill -9 while the order is at StoreLink", () => {
+  it.each(["stdio.js", "http.js"] as const)(
+    "%s: no line at the kill; the next start on the same log directory audits it UNCERTAIN, once",
+    async (entry) => {
+      const { storelink, server, auditLines, env } = await setUp(4_000, entry, 6_000);
+      if (entry === "http.js") postCreate(await portOf(server));
+      else {
+        server.child.stdin?.write(
+          `${JSON.stringify(toolCall(2, "create_replenishment_order", ORDER))}\n`,
+        );
+      }
+      await until(writeReached(storelink), "the create to reach StoreLink");
+      server.child.kill("SIGKILL");
+      await server.exit;
+      expect(auditLines()).toEqual([]);
+
+      // The next server on this log directory (a restart, or the desktop's next session).
+      const next = spawnDist("stdio.js", env);
+      cleanup.push(() => next.stop());
+      await until(() => auditLines().length > 0, "the recovered audit line");
+      next.child.stdin?.end();
+      expect(await next.exit).toBe(0);
+      const lines = auditLines();
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        / UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ detail="the server was stopped \(killed\)/,
+      );
+      expect(next.stderr()).toContain("audited UNCERTAIN");
+
+      // A third start finds nothing left to recover.
+      const third = spawnDist("stdio.js", env);
+      cleanup.push(() => third.stop());
+      third.child.stdin?.end();
+      expect(await third.exit).toBe(0);
+      expect(auditLines()).toHaveLength(1);
+    },
+  );
 });

@@ -61,11 +61,16 @@ describe("HTTP mode: every trace and audit record is also one structured stdout 
 
     const entries = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(entries.map((e) => [e.log_type, e.severity])).toEqual([
+      ["intent", "NOTICE"],
       ["audit", "NOTICE"],
       ["trace", "INFO"],
       ["trace", "WARNING"],
     ]);
-    const [audit, trace, failed] = entries;
+    const [intent, audit, trace, failed] = entries;
+    // Written before the order was sent: an intent with no audit entry is a write a kill cut off.
+    expect(intent).toMatchObject({ request_id: audit?.request_id, store_id: "47", quantity: 24 });
+    expect(intent?.message).toMatch(/^INTENT store=47 sku=8847291 qty=24 req=req_\S+ reason="/);
+    expect(JSON.stringify(intent)).not.toContain("abcdef1234567890");
     expect(audit).toMatchObject({
       outcome: "CREATED",
       order_id: "RPL-47-001",

@@ -283,6 +283,7 @@ describe("a broken log directory", () => {
     await recorder.close();
     expect(warnings.map((w) => w.fields.file).sort()).toEqual([
       join(notADir, "audit.log"),
+      join(notADir, `intents-${process.pid}.jsonl`),
       join(notADir, "trace.jsonl"),
     ]);
   });

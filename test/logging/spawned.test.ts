@@ -196,11 +196,14 @@ describe("HTTP (built dist/http.js)", () => {
       .trimEnd()
       .split("\n")
       .map((l) => JSON.parse(l));
+    // Without files, the write's intent is an entry of its own before its outcome (intents.ts).
     expect(stdout.map((e) => [e.log_type, e.severity])).toEqual([
+      ["intent", "NOTICE"],
       ["audit", "NOTICE"],
       ["trace", "INFO"],
     ]);
-    expect(stdout[0]["logging.googleapis.com/trace"]).toBe(
+    expect(stdout[0].request_id).toBe(stdout[1].request_id);
+    expect(stdout[1]["logging.googleapis.com/trace"]).toBe(
       `projects/korral-test/traces/${"c".repeat(32)}`,
     );
     const ops = out.stderr
