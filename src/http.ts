@@ -16,7 +16,7 @@ import { isModern, modernHttpHandler } from "./modern.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
 import { ServerPool } from "./server-pool.js";
-import { drainAndExit } from "./shutdown.js";
+import { drainAndExit, STOP_SIGNALS } from "./shutdown.js";
 import { storelinkInUse } from "./storelink/index.js";
 import type { ServerDeps } from "./tools/define.js";
 
@@ -197,13 +197,18 @@ export function serve(
       "korral-storelink MCP server listening on HTTP",
     );
   });
-  const stop = (): void =>
+  let stopping = false;
+  const stop = (): void => {
+    // The first signal starts the drain; a later one (a second SIGTERM, an impatient Ctrl-C, a
+    // SIGHUP) changes nothing: the running writes still finish and are audited within the grace.
+    if (stopping) return;
+    stopping = true;
     drainAndExit(listener, {
       graceMs: config.shutdownGraceMs,
       ...(afterClose ? { afterClose } : {}),
     });
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, stop);
   return listener;
 }
 

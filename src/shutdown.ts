@@ -8,6 +8,9 @@ import { opsLog } from "./logging/ops.js";
  */
 export const SHUTDOWN_GRACE_MS = 8_000;
 
+/** Signals that stop the server by draining (SIGHUP too: its default would kill mid-write). */
+export const STOP_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+
 /** After the grace, how long the logs get to flush before the abandoned writes are audited. */
 const FLUSH_MS = 1_000;
 

@@ -6,7 +6,7 @@ import { recoverInterruptedWrites, setUpLogging } from "./logging/setup.js";
 import { modernStdio } from "./modern.js";
 import { limiterFor } from "./rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
-import { finishAndExit } from "./shutdown.js";
+import { finishAndExit, STOP_SIGNALS } from "./shutdown.js";
 import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio-transport.js";
 import { storelinkInUse } from "./storelink/index.js";
 
@@ -76,8 +76,8 @@ async function main(): Promise<void> {
     transport.stopReading();
     stop();
   };
-  process.once("SIGTERM", stopReading);
-  process.once("SIGINT", stopReading);
+  // A second signal, or a SIGHUP (the terminal closed), only repeats the first: never a kill.
+  for (const signal of STOP_SIGNALS) process.on(signal, stopReading);
 }
 
 main().catch((error: unknown) => {

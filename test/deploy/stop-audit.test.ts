@@ -258,3 +258,33 @@ describe("kill -9 while the order is at StoreLink", () => {
     },
   );
 });
+
+describe("more signals during the drain", () => {
+  it.each([
+    ["http.js", ["SIGTERM", "SIGTERM", "SIGINT", "SIGHUP"]],
+    ["http.js", ["SIGHUP"]],
+    ["stdio.js", ["SIGTERM", "SIGINT", "SIGTERM", "SIGHUP"]],
+    ["stdio.js", ["SIGHUP", "SIGHUP"]],
+  ] as const)(
+    "%s, %j: the running write still finishes and is audited CREATED",
+    async (entry, signals) => {
+      const { storelink, server, auditLines } = await setUp(1_500, entry, 6_000);
+      if (entry === "http.js") postCreate(await portOf(server));
+      else {
+        server.child.stdin?.write(
+          `${JSON.stringify(toolCall(2, "create_replenishment_order", ORDER))}\n`,
+        );
+      }
+      await until(writeReached(storelink), "the create to reach StoreLink");
+      for (const signal of signals) {
+        server.child.kill(signal);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(await server.exit).toBe(0);
+      expect(storelink.created).toEqual(["RPL-47-001"]);
+      const lines = auditLines();
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/ CREATED RPL-47-001 /);
+    },
+  );
+});
