@@ -94,10 +94,14 @@ const schema = z.object({
   /** Set: StoreLink is reached over HTTP at this base URL. Unset: the seeded in-memory stub. */
   STORELINK_URL: z.url({ protocol: /^https?$/ }).optional(),
   /**
+   * `desktop` (the MCP Bundle's setting): the StoreLink at STORELINK_URL, or the embedded demo
+   * when the buyer left it empty, whatever NODE_ENV the desktop's environment carries.
    * `embedded`: run the seeded in-memory StoreLink on purpose. Needed only with
    * NODE_ENV=production, where a missing STORELINK_URL is otherwise refused (issue 13).
    */
-  KORRAL_STORELINK: z.enum(["embedded"], { error: 'must be "embedded" (or unset)' }).optional(),
+  KORRAL_STORELINK: z
+    .enum(["embedded", "desktop"], { error: 'must be "embedded" or "desktop" (or unset)' })
+    .optional(),
   /** `production` (the image sets it): a missing STORELINK_URL stops startup. */
   NODE_ENV: z.string().optional(),
   /**
@@ -203,7 +207,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       "Invalid configuration: KORRAL_STORELINK=embedded and STORELINK_URL are both set; unset one (STORELINK_URL for the real StoreLink, KORRAL_STORELINK=embedded for the demo)",
     );
   }
-  if (production && c.STORELINK_URL === undefined && c.KORRAL_STORELINK !== "embedded") {
+  if (production && c.STORELINK_URL === undefined && c.KORRAL_STORELINK === undefined) {
     // One line, said once: the accidental demo deployment (issue 13) never starts.
     throw new ConfigError(
       "Invalid configuration: STORELINK_URL: required when NODE_ENV=production; set it to StoreLink's base URL (or set KORRAL_STORELINK=embedded to run the seeded demo StoreLink on purpose)",

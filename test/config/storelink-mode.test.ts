@@ -164,3 +164,37 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
     expect(JSON.stringify(health)).not.toMatch(LEAKS);
   });
 });
+
+describe("KORRAL_STORELINK=desktop (the MCP Bundle's setting)", () => {
+  it("the embedded demo when STORELINK_URL is empty, even with an inherited NODE_ENV=production", () => {
+    const config = loadConfig({
+      NODE_ENV: "production",
+      KORRAL_STORELINK: "desktop",
+      STORELINK_URL: "",
+    });
+    expect(storelinkInUse(config)).toBe("embedded demo");
+  });
+
+  it("the StoreLink at STORELINK_URL when the buyer gave one", () => {
+    const config = loadConfig({
+      NODE_ENV: "production",
+      KORRAL_STORELINK: "desktop",
+      STORELINK_URL: "https://storelink.korral.internal",
+    });
+    expect(storelinkInUse(config)).toBe("storelink.korral.internal");
+  });
+
+  it("the built stdio entry starts as the bundle runs it, NODE_ENV=production inherited", async () => {
+    const run = spawnDist("stdio.js", {
+      NODE_ENV: "production",
+      KORRAL_STORELINK: "desktop",
+      STORELINK_URL: "",
+    });
+    const guard = setTimeout(() => run.child.kill("SIGKILL"), 10_000);
+    run.child.stdin?.end();
+    const code = await run.exit;
+    clearTimeout(guard);
+    expect(code).toBe(0);
+    expect(run.stderr()).toContain("running on stdio (StoreLink: embedded demo)");
+  });
+});

@@ -136,6 +136,7 @@ describe("desktop bundle (korral-storelink.mcpb)", () => {
       KORRAL_LOG_DIR: userConfig.log_dir,
       // Optional and left empty: the server reads an empty variable as unset.
       STORELINK_URL: "",
+      KORRAL_STORELINK: "desktop",
     });
   });
 

@@ -69,11 +69,36 @@ describe("manifest.json", () => {
       KORRAL_KEYS_FILE: mcpbVar("user_config.keys_file"),
       KORRAL_LOG_DIR: mcpbVar("user_config.log_dir"),
       STORELINK_URL: mcpbVar("user_config.storelink_url"),
+      // The bundle says which StoreLink it wants: an inherited NODE_ENV=production must not stop it.
+      KORRAL_STORELINK: "desktop",
     });
     const config = readFileSync(join(ROOT, "src/config.ts"), "utf8");
     for (const name of Object.keys(manifest.server.mcp_config.env)) {
       expect(config).toContain(`${name}:`);
     }
+  });
+
+  it("declares the workflow prompt exactly as the server serves it, and a privacy policy", async () => {
+    const { prompts } = await harness.client.listPrompts();
+    expect(prompts).toHaveLength(1);
+    const [served] = prompts;
+    const served_text = await harness.client.getPrompt({
+      name: served?.name ?? "",
+      arguments: { product: mcpbVar("arguments.product"), stores: mcpbVar("arguments.stores") },
+    });
+    expect(
+      manifest.prompts,
+      "copy the prompt's name, description and text into manifest.json",
+    ).toEqual([
+      {
+        name: served?.name,
+        description: served?.description,
+        arguments: served?.arguments?.map((a) => a.name),
+        text: (served_text.messages[0]?.content as { text: string }).text,
+      },
+    ]);
+    expect(manifest.prompts_generated).toBe(false);
+    expect(manifest.privacy_policies).toEqual([expect.stringMatching(/^https:\/\//)]);
   });
 
   it("asks for the key file and log folder, and leaves the StoreLink URL optional", () => {
