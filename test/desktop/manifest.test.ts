@@ -82,7 +82,7 @@ describe("manifest.json", () => {
     const { prompts } = await harness.client.listPrompts();
     expect(prompts).toHaveLength(1);
     const [served] = prompts;
-    const served_text = await harness.client.getPrompt({
+    const got = await harness.client.getPrompt({
       name: served?.name ?? "",
       arguments: { product: mcpbVar("arguments.product"), stores: mcpbVar("arguments.stores") },
     });
@@ -94,7 +94,7 @@ describe("manifest.json", () => {
         name: served?.name,
         description: served?.description,
         arguments: served?.arguments?.map((a) => a.name),
-        text: (served_text.messages[0]?.content as { text: string }).text,
+        text: (got.messages[0]?.content as { text?: string } | undefined)?.text,
       },
     ]);
     expect(manifest.prompts_generated).toBe(false);
