@@ -13,8 +13,9 @@ import { opsLog } from "./logging/ops.js";
 import { recoverInterruptedWrites, setUpLogging } from "./logging/setup.js";
 import { traceFieldsOf } from "./logging/trace-context.js";
 import { isModern, modernHttpHandler } from "./modern.js";
+import { type FastRead, fastReadAnswer, fastReadOf } from "./modern-reads.js";
 import { limiterFor } from "./rate-limit.js";
-import { createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
+import { callTool, createServer, defaultDeps, SERVER_NAME, SERVER_VERSION } from "./server.js";
 import { ServerPool } from "./server-pool.js";
 import { drainAndExit, STOP_SIGNALS } from "./shutdown.js";
 import { storelinkInUse } from "./storelink/index.js";
@@ -38,6 +39,11 @@ export interface AppOptions {
   allowedOrigins?: readonly string[];
   /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
   storelink?: string;
+  /**
+   * Answer plain 2026-07-28 reads without the SDK (modern-reads.ts; default true). Off, every
+   * 2026-07-28 request takes the SDK's path: the fast path's reference in tests.
+   */
+  modernFastReads?: boolean;
 }
 
 /** A POST for the 2026-07-28 side (see modern.ts), read from its body and MCP headers. */
@@ -82,6 +88,32 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
   const servers = new ServerPool(() => createServer(deps));
   const modern = modernHttpHandler(deps);
+  const fastReads = options.modernFastReads !== false;
+  /** A plain 2026-07-28 read (modern-reads.ts): the tool's answer in the SDK's shape. */
+  const serveFastRead = (req: Request, res: Response, read: FastRead, auth: AuthInfo): void => {
+    const abort = new AbortController();
+    res.once("close", () => abort.abort());
+    callTool(deps, read.name, read.args, {
+      signal: abort.signal,
+      caller: auth.clientId,
+      traceFields: traceFieldsOf(req.headers),
+    }).then(
+      (result) => {
+        if (res.destroyed) return;
+        const text = fastReadAnswer(read.id, result);
+        res
+          .writeHead(200, {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(text),
+          })
+          .end(text);
+      },
+      (error: unknown) => {
+        opsLog.error({ err: error }, "MCP 2026-07-28 read failed");
+        if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
+      },
+    );
+  };
   /** 2026-07-28 requests go to the SDK v2's handler, behind the same guards and body limits. */
   const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
     if (tooDeep(req.body, MAX_BODY_DEPTH)) {
@@ -112,7 +144,18 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
       // deliberately not carried along.
       const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
       if (isModernPost(req)) {
-        serveModern(req, res, auth);
+        if (tooDeep(req.body, MAX_BODY_DEPTH)) {
+          rpcError(
+            res,
+            400,
+            -32600,
+            `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`,
+          );
+          return;
+        }
+        const read = fastReads ? fastReadOf(req.body, req.headers) : undefined;
+        if (read) serveFastRead(req, res, read, auth);
+        else serveModern(req, res, auth);
         return;
       }
       try {

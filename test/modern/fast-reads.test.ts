@@ -1,0 +1,159 @@
+import request from "supertest";
+import { describe, expect, it } from "vitest";
+import { createApp } from "../../src/http.js";
+import { fastReadOf } from "../../src/modern-reads.js";
+import { OrderCap } from "../../src/order-cap.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+
+/**
+ * The fast path for plain 2026-07-28 reads against its reference, the SDK's own path: the same
+ * requests to an app with the fast path and to one without, the same answers (status, type and
+ * body, timestamps aside), the same trace lines. Requests the fast path must not take (the write,
+ * odd headers, extra params) are answered identically too, since both send them to the SDK.
+ */
+
+function app(fast: boolean) {
+  const recorder = new MemoryRecorder();
+  const keys = new MapKeyProvider();
+  delete keys.keys["128"];
+  return {
+    recorder,
+    app: createApp(
+      {
+        storelink: new InMemoryStoreLink(),
+        keys,
+        recorder,
+        orderCap: new OrderCap({ perHour: 0 }),
+      },
+      { modernFastReads: fast },
+    ),
+  };
+}
+
+const META = {
+  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientInfo": { name: "t", version: "1" },
+  "io.modelcontextprotocol/clientCapabilities": {},
+};
+const HEADERS = {
+  accept: "application/json, text/event-stream",
+  "content-type": "application/json",
+  "mcp-protocol-version": "2026-07-28",
+  "mcp-method": "tools/call",
+};
+
+interface Case {
+  id?: unknown;
+  name: string;
+  args?: unknown;
+  headers?: Record<string, string>;
+  params?: Record<string, unknown>;
+  meta?: Record<string, unknown>;
+}
+
+const CASES: [string, Case][] = [
+  [
+    "stock across stores",
+    { name: "get_stock_position", args: { sku: "8847291", store_ids: ["47", "102", "128"] } },
+  ],
+  [
+    "stock with numeric ids",
+    { name: "get_stock_position", args: { sku: 8847291, store_ids: [47] } },
+  ],
+  ["an unknown SKU", { name: "get_stock_position", args: { sku: "0000000", store_ids: ["47"] } }],
+  [
+    "a SKU not ranged",
+    { name: "get_stock_position", args: { sku: "8847291", store_ids: ["999"] } },
+  ],
+  ["invalid arguments", { name: "get_stock_position", args: { sku: "8847291", store_ids: "47" } }],
+  ["no arguments", { name: "lookup_sku" }],
+  ["a lookup", { name: "lookup_sku", args: { query: "butter" } }],
+  ["a lookup with a string id", { id: "abc", name: "lookup_sku", args: { query: "88" } }],
+  [
+    "a status read, not found",
+    { name: "get_replenishment_status", args: { store_id: "47", order_id: "RPL-47-009" } },
+  ],
+  [
+    "no credentials",
+    { name: "get_replenishment_status", args: { store_id: "128", order_id: "RPL-128-001" } },
+  ],
+  [
+    "the write (never fast)",
+    {
+      name: "create_replenishment_order",
+      args: {
+        store_id: "47",
+        sku: "8847291",
+        quantity: 1,
+        reason: "Gap of 8 at store 47. Buyer approved 1.",
+      },
+    },
+  ],
+  ["a missing Mcp-Name", { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-name": "" } }],
+  [
+    "a mismatched Mcp-Name",
+    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-name": "get_stock_position" } },
+  ],
+  [
+    "no MCP-Protocol-Version",
+    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-protocol-version": "" } },
+  ],
+  ["an extra param", { name: "lookup_sku", args: { query: "x" }, params: { requestState: "x" } }],
+  [
+    "an extra _meta key",
+    {
+      name: "lookup_sku",
+      args: { query: "x" },
+      meta: { "io.modelcontextprotocol/logLevel": "info" },
+    },
+  ],
+  ["array arguments", { name: "lookup_sku", args: [1] }],
+  ["a fractional id", { id: 1.5, name: "lookup_sku", args: { query: "x" } }],
+  ["a null id", { id: null, name: "lookup_sku", args: { query: "x" } }],
+];
+
+function requestOf(c: Case) {
+  const headers: Record<string, string> = { ...HEADERS, "mcp-name": c.name, ...(c.headers ?? {}) };
+  for (const [k, v] of Object.entries(headers)) if (v === "") delete headers[k];
+  const params = {
+    name: c.name,
+    ...(c.args === undefined ? {} : { arguments: c.args }),
+    ...(c.params ?? {}),
+    _meta: { ...META, ...(c.meta ?? {}) },
+  };
+  const id = "id" in c ? c.id : 7;
+  return { headers, body: { jsonrpc: "2.0", id, method: "tools/call", params } };
+}
+
+async function send(target: ReturnType<typeof app>["app"], c: Case) {
+  const { headers, body } = requestOf(c);
+  const res = await request(target).post("/mcp").set(headers).send(JSON.stringify(body));
+  return {
+    status: res.status,
+    type: res.headers["content-type"],
+    body: res.text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g, "<time>"),
+  };
+}
+
+/** The cases the fast path takes; every other one goes to the SDK in both apps. */
+const FAST = new Set(CASES.slice(0, 10).map(([name]) => name));
+
+describe("which requests the fast path takes", () => {
+  it.each(CASES)("%s", (name, c) => {
+    const { headers, body } = requestOf(c);
+    expect(fastReadOf(body, headers) !== undefined).toBe(FAST.has(name));
+  });
+});
+
+describe("fast 2026-07-28 reads answer exactly as the SDK's path does", () => {
+  it.each(CASES)("%s", async (_name, c) => {
+    const fast = app(true);
+    const reference = app(false);
+    const [got, want] = [await send(fast.app, c), await send(reference.app, c)];
+    expect(got).toEqual(want);
+    expect(fast.recorder.traces.map((t) => [t.tool, t.status, t.error])).toEqual(
+      reference.recorder.traces.map((t) => [t.tool, t.status, t.error]),
+    );
+  });
+});
