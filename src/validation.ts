@@ -50,8 +50,11 @@ function trimWhere(text: string, strip: (c: string) => boolean, both: boolean): 
   return text.slice(start, end);
 }
 
-/** Lower case, runs of whitespace as one space, no spaces or punctuation at either end. */
-const normalise = (text: string): string =>
+/**
+ * Lower case, runs of whitespace as one space, no spaces or punctuation at either end. Exported
+ * for the linear-time test, which must reach it with inputs longer than a reason may be.
+ */
+export const normaliseReason = (text: string): string =>
   trimWhere(text.toLowerCase().replace(/\s+/g, " "), isEdge, true);
 
 /** Returns why `reason` is unacceptable, or null when it is acceptable. */
@@ -62,7 +65,7 @@ export function reasonProblem(reason: string): string | null {
   if (trimmed.length > REASON_MAX_CHARS) {
     return `reason is longer than ${REASON_MAX_CHARS} characters`;
   }
-  const normalised = normalise(trimmed);
+  const normalised = normaliseReason(trimmed);
   const words = normalised.split(" ").filter((w) => w !== "");
   if (
     REASON_PLACEHOLDERS.has(normalised) ||

@@ -4,7 +4,7 @@ import { escapeLineTerminators, quote } from "../../src/logging/format.js";
 import { capText, redact, redactText } from "../../src/logging/redact.js";
 import { isValidId } from "../../src/storelink/ids.js";
 import { createOrderInput, quotedLine } from "../../src/tools/create-replenishment-order.js";
-import { reasonProblem } from "../../src/validation.js";
+import { normaliseReason, reasonProblem } from "../../src/validation.js";
 
 /**
  * Every check a request's text goes through is linear in its length. An input crafted against a
@@ -15,10 +15,10 @@ import { reasonProblem } from "../../src/validation.js";
  * linear check comes near (a quadratic one takes seconds to minutes at this size).
  */
 
-const SMALL = 8_000;
+const SMALL = 4_000;
 const BIG = SMALL * 16;
 const MAX_RATIO = 64;
-const CEILING_MS = 1_500;
+const CEILING_MS = 1_000;
 
 /** The characters and tokens the code's patterns match on: runs of these are the attack. */
 const PIECES = [
@@ -65,7 +65,7 @@ const ENDS = ["", "a", "!", " ", "\u0000", "é", "$", "."];
 
 const CHECKS: [string, (text: string) => unknown][] = [
   ["reason rules", (t) => reasonProblem(t)],
-  ["reason rules on a trimmed, valid-length reason", (t) => reasonProblem(t.slice(0, 1000))],
+  ["reason normalising (below the length rule that guards it)", (t) => normaliseReason(t)],
   [
     "the write's argument schema",
     (t) => createOrderInput.safeParse({ store_id: "47", sku: "8847291", quantity: 1, reason: t }),
@@ -79,9 +79,10 @@ const CHECKS: [string, (text: string) => unknown][] = [
   ["id rule", (t) => isValidId(t)],
 ];
 
-function timeOf(check: (text: string) => unknown, text: string): number {
+/** The best of `reps` runs; stops after the first when that is already over the ceiling. */
+function timeOf(check: (text: string) => unknown, text: string, reps = 5): number {
   let best = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < reps && (i === 0 || best < CEILING_MS); i++) {
     const started = performance.now();
     check(text);
     best = Math.min(best, performance.now() - started);
