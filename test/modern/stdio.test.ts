@@ -37,40 +37,49 @@ const envelope = (capabilities: Record<string, unknown>) => ({
 });
 
 describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
-  it("the SDK v2 client pinned to 2026-07-28: the buyer is asked, one CREATED confirmed=buyer", async () => {
-    const ws = await workspace();
-    const client = new Client(
-      { name: "t", version: "1" },
-      {
-        versionNegotiation: { mode: { pin: "2026-07-28" } },
-        capabilities: { elicitation: { form: {} } },
-      },
-    );
-    const asked: string[] = [];
-    client.setRequestHandler("elicitation/create", async (request) => {
-      asked.push(request.params.message);
-      return { action: "accept", content: { confirm: true } };
-    });
-    await client.connect(
-      new StdioClientTransport({
-        command: process.execPath,
-        args: [join(DIST, "stdio.js")],
-        env: { KORRAL_KEYS_FILE: ws.keysFile, KORRAL_LOG_DIR: ws.logDir },
-        stderr: "pipe",
-      }),
-    );
-    cleanup.push(() => client.close());
-    expect(client.getProtocolEra()).toBe("modern");
-    expect((await client.listTools()).tools).toHaveLength(4);
-    const result = await client.callTool({ name: "create_replenishment_order", arguments: ORDER });
-    expect(result.isError).toBeFalsy();
-    expect((result.structuredContent as { order_id: string }).order_id).toBe("RPL-47-001");
-    expect(asked).toHaveLength(1);
-    expect(asked[0]).toMatch(/^Confirm this replenishment order/);
-    const lines = await auditLines(ws.logDir);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/ CREATED RPL-47-001 .* confirmed=buyer /);
-  });
+  it.each([
+    ["pinned to 2026-07-28", { pin: "2026-07-28" } as const],
+    ["in auto mode", "auto" as const],
+  ])(
+    "the SDK v2 client %s: the buyer is asked, one CREATED confirmed=buyer",
+    async (_name, mode) => {
+      const ws = await workspace();
+      const client = new Client(
+        { name: "t", version: "1" },
+        {
+          versionNegotiation: { mode },
+          capabilities: { elicitation: { form: {} } },
+        },
+      );
+      const asked: string[] = [];
+      client.setRequestHandler("elicitation/create", async (request) => {
+        asked.push(request.params.message);
+        return { action: "accept", content: { confirm: true } };
+      });
+      await client.connect(
+        new StdioClientTransport({
+          command: process.execPath,
+          args: [join(DIST, "stdio.js")],
+          env: { KORRAL_KEYS_FILE: ws.keysFile, KORRAL_LOG_DIR: ws.logDir },
+          stderr: "pipe",
+        }),
+      );
+      cleanup.push(() => client.close());
+      expect(client.getProtocolEra()).toBe("modern");
+      expect((await client.listTools()).tools).toHaveLength(4);
+      const result = await client.callTool({
+        name: "create_replenishment_order",
+        arguments: ORDER,
+      });
+      expect(result.isError).toBeFalsy();
+      expect((result.structuredContent as { order_id: string }).order_id).toBe("RPL-47-001");
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toMatch(/^Confirm this replenishment order/);
+      const lines = await auditLines(ws.logDir);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/ CREATED RPL-47-001 .* confirmed=buyer /);
+    },
+  );
 
   it("a 2026-shaped call with no initialize is answered input_required, never written", async () => {
     const ws = await workspace();
