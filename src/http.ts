@@ -114,17 +114,8 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
       },
     );
   };
-  /** 2026-07-28 requests go to the SDK v2's handler, behind the same guards and body limits. */
+  /** Other 2026-07-28 requests go to the SDK v2's handler, behind the same guards and limits. */
   const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
-    if (tooDeep(req.body, MAX_BODY_DEPTH)) {
-      rpcError(
-        res,
-        400,
-        -32600,
-        `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`,
-      );
-      return;
-    }
     const traceFields = traceFieldsOf(req.headers);
     modern(req, res, req.body, { ...auth, extra: { traceFields } }).catch((error: unknown) => {
       opsLog.error({ err: error }, "MCP 2026-07-28 request failed");

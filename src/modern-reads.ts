@@ -5,7 +5,7 @@ import {
   PROTOCOL_VERSION_META_KEY,
   SERVER_INFO_META_KEY,
 } from "@modelcontextprotocol/server";
-import { SERVER_NAME, SERVER_VERSION } from "./server.js";
+import { SERVER_INFO } from "./server.js";
 import { TOOLS } from "./tools/index.js";
 
 /**
@@ -76,5 +76,3 @@ export function fastReadAnswer(id: string | number, result: object): string {
     id,
   });
 }
-
-const SERVER_INFO = { name: SERVER_NAME, version: SERVER_VERSION };

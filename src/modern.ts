@@ -28,7 +28,7 @@ import type { TraceFields } from "./logging/trace-context.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
 import { invalidParams, ProtocolError, withoutIssueDump } from "./protocol-error.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
-import { callTool, INSTRUCTIONS, SERVER_NAME, SERVER_VERSION, TOOL_LIST } from "./server.js";
+import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "./server.js";
 import type { Rounds, ServerDeps } from "./tools/define.js";
 
 /**
@@ -116,20 +116,13 @@ function roundsOf(deps: ServerDeps, ctx: ServerContext): Rounds | undefined {
  * and dependencies are built once per process; this only registers handlers.
  */
 export function createModernServer(deps: ServerDeps, who: ModernCaller): ModernServer {
-  const server = new ModernServer(
-    { name: SERVER_NAME, version: SERVER_VERSION },
-    {
-      capabilities: {
-        tools: { listChanged: false },
-        prompts: { listChanged: false },
-        resources: { listChanged: false },
-      },
-      instructions: INSTRUCTIONS,
-      cacheHints: CACHE_HINTS,
-      // A 2025 client never reaches this server: the 2025 side has its own dialog.
-      inputRequired: { legacyShim: false },
-    },
-  );
+  const server = new ModernServer(SERVER_INFO, {
+    capabilities: CAPABILITIES,
+    instructions: INSTRUCTIONS,
+    cacheHints: CACHE_HINTS,
+    // A 2025 client never reaches this server: the 2025 side has its own dialog.
+    inputRequired: { legacyShim: false },
+  });
   onModernRequest(server, "tools/list", ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler("tools/call", (request, ctx) =>
     wire(() =>

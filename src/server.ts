@@ -36,6 +36,14 @@ import { TOOLS } from "./tools/index.js";
 
 export const SERVER_NAME = "korral-storelink";
 export const SERVER_VERSION = "0.1.0";
+export const SERVER_INFO = { name: SERVER_NAME, version: SERVER_VERSION };
+
+/** What the server offers, in both protocol eras: nothing in it ever changes at run time. */
+export const CAPABILITIES = {
+  tools: { listChanged: false },
+  prompts: { listChanged: false },
+  resources: { listChanged: false },
+};
 
 export const INSTRUCTIONS =
   "Korral StoreLink gives a category buyer's replenishment agent four tools: lookup_sku -> " +
@@ -244,18 +252,11 @@ function failedCall(
  */
 export function createServer(overrides: Partial<ServerDeps> = {}): Server {
   const deps = defaultDeps(overrides);
-  const server = new WireServer(
-    { name: SERVER_NAME, version: SERVER_VERSION },
-    {
-      capabilities: {
-        tools: { listChanged: false },
-        prompts: { listChanged: false },
-        resources: { listChanged: false },
-      },
-      instructions: INSTRUCTIONS,
-      jsonSchemaValidator: SHARED_VALIDATOR,
-    },
-  );
+  const server = new WireServer(SERVER_INFO, {
+    capabilities: CAPABILITIES,
+    instructions: INSTRUCTIONS,
+    jsonSchemaValidator: SHARED_VALIDATOR,
+  });
   onRequest(server, ListToolsRequestSchema, () => TOOL_LIST);
   server.setRequestHandler(CallToolAnyParamsSchema, (request, extra) => {
     const params = request.params as CallToolRequest["params"];

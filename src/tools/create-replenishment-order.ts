@@ -202,6 +202,24 @@ const readStock = (args: Input, ctx: ToolContext, item: Sku): Promise<StockReadi
     ctx.storelink.getStock(args.store_id, item.sku, key),
   );
 
+/**
+ * The live reading, for an order that would not be refused by the cap: what a preview and round 1
+ * show the buyer. Holds no slot (the write itself takes one).
+ */
+async function readStockUnderCap(
+  args: Input,
+  ctx: ToolContext,
+  store: Store,
+  item: Sku,
+): Promise<StockReading> {
+  const stock = await readStock(args, ctx, item);
+  const cap = ctx.orderCap;
+  if (cap?.isFull(store.store_id, item.sku)) {
+    throw capReached(store, item, cap.perHour, cap.counts(store.store_id, item.sku));
+  }
+  return stock;
+}
+
 /** How much of the reason the confirmation shows; the audit line keeps all of it. */
 export const CONFIRM_REASON_MAX_CHARS = 200;
 
@@ -333,15 +351,7 @@ const boundOrder = (args: Input) => ({
  * key and the ranging); answer `input_required` with the true order and signed state.
  */
 async function askBuyer(args: Input, ctx: ToolContext, rounds: Rounds, store: Store, item: Sku) {
-  const stock = await readStock(args, ctx, item);
-  if (ctx.orderCap?.isFull(store.store_id, item.sku)) {
-    throw capReached(
-      store,
-      item,
-      ctx.orderCap.perHour,
-      ctx.orderCap.counts(store.store_id, item.sku),
-    );
-  }
+  const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
     { nonce: newNonce(), args: orderDigest(boundOrder(args)) },
     ctx.caller,
@@ -412,15 +422,7 @@ function confirmationRequired(): ToolError {
 }
 
 async function preview(args: Input, ctx: ToolContext, store: Store, item: Sku): Promise<Output> {
-  const stock = await readStock(args, ctx, item);
-  if (ctx.orderCap?.isFull(store.store_id, item.sku)) {
-    throw capReached(
-      store,
-      item,
-      ctx.orderCap.perHour,
-      ctx.orderCap.counts(store.store_id, item.sku),
-    );
-  }
+  const stock = await readStockUnderCap(args, ctx, store, item);
   const { gap, reading } = gapOf(stock.on_hand, stock.units_sold_last_24h);
   const { store_id, quantity, reason } = args;
   await audit(ctx, "PREVIEW", { store_id, sku: item.sku, quantity, reason }, null);
