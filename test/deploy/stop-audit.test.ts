@@ -288,3 +288,33 @@ describe("more signals during the drain", () => {
     },
   );
 });
+
+describe("a 2026-07-28 request cancelled over stdio", () => {
+  it("is not answered, its write still finishes and is audited, and stdin's end does not wait for it", async () => {
+    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    const meta = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
+      "io.modelcontextprotocol/clientCapabilities": {},
+    };
+    const call = toolCall(5, "create_replenishment_order", ORDER);
+    server.child.stdin?.write(
+      `${JSON.stringify({ ...call, params: { ...call.params, _meta: meta } })}\n`,
+    );
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    const cancel = {
+      jsonrpc: "2.0",
+      method: "notifications/cancelled",
+      params: { requestId: 5, reason: "the buyer changed their mind", _meta: meta },
+    };
+    const started = Date.now();
+    server.child.stdin?.end(`${JSON.stringify(cancel)}\n`);
+    expect(await server.exit).toBe(0);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(server.stdout()).not.toContain('"id":5');
+    expect(storelink.created).toEqual(["RPL-47-001"]);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/ CREATED RPL-47-001 .*confirmed=agent/);
+  });
+});

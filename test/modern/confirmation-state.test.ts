@@ -119,6 +119,44 @@ describe("2026-07-28 confirmation state (requestState)", () => {
     expect(recorder.audits[0]?.confirmed).toBe("buyer");
   });
 
+  it("round 2 sent five times at once still makes one order", async () => {
+    const { app, recorder } = replica(new InMemoryStoreLink(), KEY_A);
+    const state = await roundOne(app);
+    const answers = await Promise.all([1, 2, 3, 4, 5].map(() => call(app, { state, answer: YES })));
+    expect(new Set(answers.map((a) => a.structuredContent?.order_id))).toEqual(
+      new Set(["RPL-47-001"]),
+    );
+    expect(outcomes(recorder).sort()).toEqual([
+      "CREATED",
+      "REPLAYED",
+      "REPLAYED",
+      "REPLAYED",
+      "REPLAYED",
+    ]);
+  });
+
+  it("a 2026-07-28 write inside a batch is refused whole, nothing run", async () => {
+    const { app, recorder } = replica(new InMemoryStoreLink(), KEY_A);
+    const message = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: { name: "create_replenishment_order", arguments: ORDER, _meta: envelope({}) },
+    };
+    const res = await request(app)
+      .post("/mcp")
+      .set({
+        accept: "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+      })
+      .send(JSON.stringify([message, { ...message, id: 2 }]));
+    expect(res.status).toBe(400);
+    expect(res.body.error?.code).toBe(-32600);
+    expect(recorder.audits).toEqual([]);
+    expect(recorder.traces).toEqual([]);
+  });
+
   it("another replica with the same key accepts the state, and still folds a replay", async () => {
     const storelink = new InMemoryStoreLink();
     const one = replica(storelink, KEY_A);
