@@ -27,6 +27,7 @@ import { opsLog } from "./logging/ops.js";
 import type { TraceFields } from "./logging/trace-context.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
 import { invalidParams, ProtocolError, withoutIssueDump } from "./protocol-error.js";
+import { type StateSigner, stateSigner } from "./request-state.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
 import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "./server.js";
 import type { Rounds, ServerDeps } from "./tools/define.js";
@@ -101,11 +102,19 @@ function canAskForm(ctx: ServerContext): boolean {
   return elicitation.form !== undefined || elicitation.url === undefined;
 }
 
+/** For dependencies built without a signer: asking must never be skipped for want of one. */
+let processSigner: StateSigner | undefined;
+const signerOf = (deps: ServerDeps): StateSigner => {
+  if (deps.signer) return deps.signer;
+  processSigner ??= stateSigner(undefined);
+  return processSigner;
+};
+
 function roundsOf(deps: ServerDeps, ctx: ServerContext): Rounds | undefined {
-  if (deps.confirmWrites === false || !deps.signer || !canAskForm(ctx)) return undefined;
+  if (deps.confirmWrites === false || !canAskForm(ctx)) return undefined;
   const state = ctx.mcpReq.requestState();
   return {
-    signer: deps.signer,
+    signer: signerOf(deps),
     state: typeof state === "string" ? state : undefined,
     responses: ctx.mcpReq.inputResponses,
   };
