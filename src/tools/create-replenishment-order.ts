@@ -350,7 +350,13 @@ const boundOrder = (args: Input) => ({
  * Round 1 of a 2026-07-28 write: every check has passed (the cap, and the live read proves the
  * key and the ranging); answer `input_required` with the true order and signed state.
  */
-async function askBuyer(args: Input, ctx: ToolContext, rounds: Rounds, store: Store, item: Sku) {
+async function askBuyer(
+  args: Input,
+  ctx: ToolContext,
+  rounds: Rounds,
+  store: Store,
+  item: Sku,
+): Promise<never> {
   const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
     { nonce: newNonce(), args: orderDigest(boundOrder(args)) },
@@ -499,8 +505,10 @@ export const createReplenishmentOrder = defineTool({
       if (!store) throw unknownStore(args.store_id, directory);
       if (args.dry_run === true) return await preview(args, ctx, store, item);
 
+      // Who confirms: the buyer through round 2's answer, or the 2025 dialog below; else only the
+      // agent's word, which KORRAL_REQUIRE_CONFIRMATION refuses.
       const rounds = ctx.rounds;
-      if (rounds?.state === undefined && rounds) await askBuyer(args, ctx, rounds, store, item);
+      if (rounds && rounds.state === undefined) await askBuyer(args, ctx, rounds, store, item);
       let idempotencyKey = args.idempotency_key;
       let confirmed: Confirmer = "agent";
       if (rounds) {
