@@ -318,3 +318,51 @@ describe("a 2026-07-28 request cancelled over stdio", () => {
     expect(lines[0]).toMatch(/ CREATED RPL-47-001 .*confirmed=agent/);
   });
 });
+
+describe("a 2026-07-28 client that leaves mid-write over HTTP", () => {
+  it("round 2's write still finishes and is audited once, CREATED confirmed=buyer, through SIGTERM", async () => {
+    const { storelink, server, auditLines } = await setUp(1_500, "http.js", 6_000);
+    const port = await portOf(server);
+    const meta = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
+      "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {} } },
+    };
+    const headers = {
+      ...MCP_HEADERS,
+      "mcp-protocol-version": "2026-07-28",
+      "mcp-method": "tools/call",
+      "mcp-name": "create_replenishment_order",
+    };
+    const call = toolCall(9, "create_replenishment_order", ORDER);
+    const round1 = await fetch(`http://127.0.0.1:${port}/mcp`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ ...call, params: { ...call.params, _meta: meta } }),
+    }).then((r) => r.json() as Promise<{ result: { resultType: string; requestState: string } }>);
+    expect(round1.result.resultType).toBe("input_required");
+    const req = request({ host: "127.0.0.1", port, path: "/mcp", method: "POST", headers });
+    req.on("error", () => {});
+    req.end(
+      JSON.stringify({
+        ...call,
+        params: {
+          ...call.params,
+          _meta: meta,
+          requestState: round1.result.requestState,
+          inputResponses: { confirm: { action: "accept", content: { confirm: true } } },
+        },
+      }),
+    );
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    req.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    server.child.kill("SIGTERM");
+
+    expect(await server.exit).toBe(0);
+    expect(storelink.created).toEqual(["RPL-47-001"]);
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/ CREATED RPL-47-001 .*confirmed=buyer/);
+  });
+});

@@ -32,6 +32,11 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+const MODERN_META = {
+  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientInfo": { name: "canary", version: "1" },
+};
+
 const PATTERN = "projects/{project}/secrets/storelink-key-{store}/versions/latest";
 const nameOf = (store: string) =>
   `projects/korral-prod/secrets/storelink-key-${store}/versions/latest`;
@@ -152,9 +157,55 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
       bodies.push(`${JSON.stringify([...res.headers])} ${body}`);
       return body;
     };
+    // The same calls in the 2026-07-28 era: plain reads take the fast path, the write the SDK's,
+    // and a client that can be asked goes through both rounds (the state is in the answer).
+    const modernCall = async (
+      name: string,
+      args: Record<string, unknown>,
+      { ask = false, extra = {} }: { ask?: boolean; extra?: Record<string, unknown> } = {},
+    ) => {
+      const capabilities = ask ? { elicitation: { form: {} } } : {};
+      const message = toolCall(++id, name, args);
+      const res = await fetch(`http://127.0.0.1:${port}/mcp`, {
+        method: "POST",
+        headers: {
+          ...MCP_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": name,
+        },
+        body: JSON.stringify({
+          ...message,
+          params: {
+            ...message.params,
+            ...extra,
+            _meta: { ...MODERN_META, "io.modelcontextprotocol/clientCapabilities": capabilities },
+          },
+        }),
+      });
+      expect(res.status).toBeLessThan(500);
+      const body = await res.text();
+      bodies.push(`${JSON.stringify([...res.headers])} ${body}`);
+      return body;
+    };
+    const modernPaths = async () => {
+      for (const c of EVERY_PATH) await modernCall(c.name, c.arguments);
+      const order = { ...validOrder("47"), quantity: 7 };
+      const round1 = JSON.parse(
+        await modernCall("create_replenishment_order", order, { ask: true }),
+      );
+      await modernCall("create_replenishment_order", order, {
+        ask: true,
+        extra: {
+          requestState: round1.result?.requestState,
+          inputResponses: { confirm: { action: "accept", content: { confirm: true } } },
+        },
+      });
+    };
     try {
       await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
       for (const c of EVERY_PATH) await call(c.name, c.arguments);
+      await modernPaths();
       // The write's transport faults, each with the canary key on the wire.
       emulator.faults.cutAfterOrders = 1;
       expect(
@@ -173,6 +224,7 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
       // StoreLink gone: connection refused on reads and writes.
       await emulator.close();
       for (const c of EVERY_PATH) await call(c.name, c.arguments);
+      await modernPaths();
     } finally {
       await server.stop();
       await emulator.close();
@@ -183,6 +235,11 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
     expect(bodies.join("\n")).toContain("RPL-47-001");
     expect(files.map((f) => f.text).join("")).toContain("UNCERTAIN");
     expect(bodies.join("\n")).toContain("Authentication failed for store 63 after key reload");
+    // The 2026-07-28 rounds really ran: asked, then written with the buyer's answer.
+    expect(bodies.join("\n")).toContain('"resultType":"input_required"');
+    expect(files.map((f) => f.text).join("")).toMatch(
+      / CREATED RPL-47-\d+ store=47 sku=\S+ qty=7 .*confirmed=buyer/,
+    );
     const found = [
       ...findLeaks("responses", bodies.join("\n"), all),
       ...findLeaks("stdout", server.stdout(), all),
