@@ -6,7 +6,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import { callerOf } from "./caller.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import { hostGuard, isLoopbackHost, LOOPBACK_HOSTS, originGuard, rpcError } from "./http-guards.js";
-import { MAX_BODY_DEPTH, tooDeep } from "./json-transport.js";
+import { MAX_BODY_DEPTH, TOO_DEEP, tooDeep } from "./json-transport.js";
 import { createKeyProvider } from "./keys/index.js";
 import { requestLogging } from "./logging/http-middleware.js";
 import { opsLog } from "./logging/ops.js";
@@ -88,6 +88,12 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
   const servers = new ServerPool(() => createServer(deps));
   const modern = modernHttpHandler(deps);
+  /** A 2026-07-28 request that failed unexpectedly: a JSON-RPC 500, or a cut answer. */
+  const failed = (res: Response, error: unknown): void => {
+    opsLog.error({ err: error }, "MCP 2026-07-28 request failed");
+    if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
+    else res.destroy();
+  };
   const fastReads = options.modernFastReads !== false;
   /** A plain 2026-07-28 read (modern-reads.ts): the tool's answer in the SDK's shape. */
   const serveFastRead = (req: Request, res: Response, read: FastRead, auth: AuthInfo): void => {
@@ -108,20 +114,15 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
           })
           .end(text);
       },
-      (error: unknown) => {
-        opsLog.error({ err: error }, "MCP 2026-07-28 read failed");
-        if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
-      },
+      (error: unknown) => failed(res, error),
     );
   };
   /** Other 2026-07-28 requests go to the SDK v2's handler, behind the same guards and limits. */
   const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
     const traceFields = traceFieldsOf(req.headers);
-    modern(req, res, req.body, { ...auth, extra: { traceFields } }).catch((error: unknown) => {
-      opsLog.error({ err: error }, "MCP 2026-07-28 request failed");
-      if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
-      else res.destroy();
-    });
+    modern(req, res, req.body, { ...auth, extra: { traceFields } }).catch((error: unknown) =>
+      failed(res, error),
+    );
   };
 
   // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes
@@ -136,12 +137,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
       const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
       if (isModernPost(req)) {
         if (tooDeep(req.body, MAX_BODY_DEPTH)) {
-          rpcError(
-            res,
-            400,
-            -32600,
-            `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`,
-          );
+          rpcError(res, 400, -32600, TOO_DEEP);
           return;
         }
         const read = fastReads ? fastReadOf(req.body, req.headers) : undefined;

@@ -49,8 +49,9 @@ export class InflightCall implements CallRecorder {
 
   /**
    * Traces the abandoned call (it never returns to trace itself) and audits an abandoned write,
-   * unless it has already written its audit line: UNCERTAIN once it was sent, else REJECTED. A closed recorder writes (and syncs)
-   * the lines before this returns. Tells whether an audit line was written.
+   * unless it has already written its audit line: UNCERTAIN once it was sent, else REJECTED.
+   * A closed recorder writes (and syncs) the lines before this returns. Tells whether an audit
+   * line was written.
    */
   abandon(): boolean {
     const fields = rawOrderFields(this.args);
@@ -61,7 +62,11 @@ export class InflightCall implements CallRecorder {
         tool: this.tool,
         store_id: fields.store_id,
         status: "error",
-        error: `${this.write && this.#sent ? "outcome_unknown" : "internal"}: stopped by shutdown${this.write && !this.#sent ? " before the order was sent" : ""}`,
+        error: !this.write
+          ? "internal: stopped by shutdown"
+          : this.#sent
+            ? "outcome_unknown: stopped by shutdown"
+            : "internal: stopped by shutdown before the order was sent",
         duration_ms: Math.round((performance.now() - this.started) * 100) / 100,
         args: this.args ?? {},
       },
@@ -113,9 +118,9 @@ export class InflightCalls {
   }
 
   /**
-   * Audits every running write (UNCERTAIN, or REJECTED if not yet sent). Call it last before exiting: after the recorder is
-   * closed, its lines are written (and synced) before this returns, and no later answer can run.
-   * Returns how many writes were abandoned.
+   * Audits every running write (UNCERTAIN, or REJECTED if not yet sent). Call it last before
+   * exiting: after the recorder is closed, its lines are written (and synced) before this
+   * returns, and no later answer can run. Returns how many writes were abandoned.
    */
   abandonAll(): number {
     let writes = 0;

@@ -20,6 +20,9 @@ import {
  */
 export const MAX_BODY_DEPTH = 64;
 
+/** The refusal of a body nested deeper than MAX_BODY_DEPTH (400, -32600), in both eras. */
+export const TOO_DEEP = `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`;
+
 /** An answer slot of a request the same POST cancelled: it is not waited for, nor delivered. */
 const CANCELLED = Symbol("cancelled");
 
@@ -97,7 +100,7 @@ export class NodeJsonTransport implements Transport {
     }
     // Before anything else walks the body: every later walk is then bounded too.
     if (tooDeep(body, MAX_BODY_DEPTH)) {
-      this.fail(400, -32600, `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`);
+      this.fail(400, -32600, TOO_DEEP);
       return;
     }
     let messages: JSONRPCMessage[];

@@ -6,6 +6,7 @@ import {
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   ReadResourceRequestSchema,
+  type JSONRPCMessage as WireMessage,
 } from "@modelcontextprotocol/sdk/types.js";
 import {
   type AuthInfo,
@@ -26,7 +27,7 @@ import { STDIO_CALLER } from "./caller.js";
 import { opsLog } from "./logging/ops.js";
 import type { TraceFields } from "./logging/trace-context.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
-import { invalidParams, ProtocolError, withoutIssueDump } from "./protocol-error.js";
+import { forTheWire, invalidParams, ProtocolError } from "./protocol-error.js";
 import { type StateSigner, stateSigner } from "./request-state.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
 import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "./server.js";
@@ -184,16 +185,6 @@ export function isModern(
   return route.kind === "modern";
 }
 
-/** An error answer whose message embeds an issue list, with that list as one short line. */
-function withShortErrors<M extends JSONRPCMessage>(message: M): M {
-  if (!("error" in message) || typeof message.error !== "object" || message.error === null) {
-    return message;
-  }
-  const { code, message: text } = message.error;
-  const short = withoutIssueDump(code, text);
-  return short === text ? message : { ...message, error: { ...message.error, message: short } };
-}
-
 /** The request headers the SDK's modern path reads; nothing else is copied per request. */
 const FORWARDED_HEADERS = [
   "content-type",
@@ -207,7 +198,7 @@ const FORWARDED_HEADERS = [
  * The SDK's stateless handler for 2026-07-28 requests (2025 ones never reach it), mounted on
  * Node's request and response. It hands the SDK the body Express already parsed (the SDK then
  * never reads the Request's body), copies only the headers it reads (and any `Mcp-Param-*`), and
- * shortens an issue-list error message as the stdio leg does.
+ * rewrites error messages as every other answer of the server is (`forTheWire`).
  */
 export function modernHttpHandler(deps: ServerDeps) {
   const handler = createMcpHandler(
@@ -257,7 +248,7 @@ export function modernHttpHandler(deps: ServerDeps) {
     let text = await response.text();
     if (text.includes(": [")) {
       try {
-        text = JSON.stringify(withShortErrors(JSON.parse(text) as JSONRPCMessage));
+        text = JSON.stringify(forTheWire(JSON.parse(text) as WireMessage));
       } catch {
         // Not one JSON-RPC message: as it is.
       }
@@ -296,7 +287,9 @@ class ModernStdioChannel implements Transport {
     if (!("method" in message) && "id" in message && message.id !== undefined) {
       this.answered(message.id);
     }
-    await this.wire.send(withShortErrors(message) as never);
+    // The connection's transport: its sends already pass forTheWire (WireServer), as the 2025
+    // server's do.
+    await this.wire.send(message as never);
   }
   async close(): Promise<void> {
     this.onclose?.();

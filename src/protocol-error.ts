@@ -62,7 +62,11 @@ function shortDetail(
   return detail.length > MAX_PARAMS_DETAIL ? `${detail.slice(0, MAX_PARAMS_DETAIL)}…` : detail;
 }
 
-function unprefixed(message: JSONRPCMessage): JSONRPCMessage {
+/**
+ * An error answer as it leaves, from either SDK: without the doubled "MCP error <code>:" prefix
+ * and with an embedded issue list as one short line.
+ */
+export function forTheWire<M extends JSONRPCMessage>(message: M): M {
   if (!("error" in message)) return message;
   const { code, message: text } = message.error;
   const clean = withoutIssueDump(code, withoutMcpPrefix(code, text));
@@ -78,7 +82,7 @@ function unprefixed(message: JSONRPCMessage): JSONRPCMessage {
 export class WireServer extends Server {
   override async connect(transport: Transport): Promise<void> {
     const send = transport.send.bind(transport);
-    transport.send = (message, options) => send(unprefixed(message), options);
+    transport.send = (message, options) => send(forTheWire(message), options);
     await super.connect(transport);
   }
 }
@@ -88,15 +92,10 @@ const MAX_PARAMS_DETAIL = 300;
 
 /** -32602 for malformed params: which fields, briefly; never the parser's whole issue dump. */
 export function invalidParams(method: string, error: z.ZodError): ProtocolError {
-  const detail = error.issues
-    .map(
-      (issue) =>
-        `${issue.path.filter((p) => p !== "params").join(".") || "params"}: ${issue.message}`,
-    )
-    .join("; ");
-  const short =
-    detail.length > MAX_PARAMS_DETAIL ? `${detail.slice(0, MAX_PARAMS_DETAIL)}…` : detail;
-  return new ProtocolError(ErrorCode.InvalidParams, `Invalid params for ${method}: ${short}`);
+  return new ProtocolError(
+    ErrorCode.InvalidParams,
+    `Invalid params for ${method}: ${shortDetail(error.issues)}`,
+  );
 }
 
 interface RequestSchema<T> {

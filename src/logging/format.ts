@@ -98,10 +98,12 @@ export function formatAuditLine(record: AuditRecord): string {
 
 /** The audit line of an already redacted record. */
 export function formatAuditFields(r: AuditRecord): string {
+  return `${bareOrQuoted(r.ts)} ${r.outcome} ${bareOrQuoted(r.order_id)} ${formatOrderFields(r)}`;
+}
+
+/** The audit line's `key=value` part: the order, who asked, and why (already redacted). */
+export function formatOrderFields(r: AuditRecord): string {
   const parts = [
-    bareOrQuoted(r.ts),
-    r.outcome,
-    bareOrQuoted(r.order_id),
     `store=${bareOrQuoted(r.store_id)}`,
     `sku=${bareOrQuoted(r.sku)}`,
     `qty=${bareOrQuoted(r.quantity)}`,

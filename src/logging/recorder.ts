@@ -1,5 +1,11 @@
 import { join } from "node:path";
-import { escapeLineTerminators, formatAuditFields, redactAudit, redactTrace } from "./format.js";
+import {
+  escapeLineTerminators,
+  formatAuditFields,
+  formatOrderFields,
+  redactAudit,
+  redactTrace,
+} from "./format.js";
 import { IntentJournal } from "./intents.js";
 import { LineFile, type Warn } from "./line-file.js";
 import { opsLog } from "./ops.js";
@@ -109,8 +115,7 @@ export function createRecorder(options: RecorderOptions): Recorder {
           emit(
             {
               severity: "NOTICE",
-              // The audit line's fields after its time, outcome and order id.
-              message: `INTENT ${formatAuditFields(r).split(" ").slice(3).join(" ")}`,
+              message: `INTENT ${formatOrderFields(r)}`,
               log_type: "intent",
               time: r.ts,
             },

@@ -338,14 +338,6 @@ async function confirmWithBuyer(
   if (answer !== "accept") throw notConfirmed(answer);
 }
 
-const boundOrder = (args: Input) => ({
-  store_id: args.store_id,
-  sku: args.sku,
-  quantity: args.quantity,
-  reason: args.reason,
-  idempotency_key: args.idempotency_key,
-});
-
 /**
  * Round 1 of a 2026-07-28 write: every check has passed (the cap, and the live read proves the
  * key and the ranging); answer `input_required` with the true order and signed state.
@@ -359,7 +351,7 @@ async function askBuyer(
 ): Promise<never> {
   const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
-    { nonce: newNonce(), args: orderDigest(boundOrder(args)) },
+    { nonce: newNonce(), args: orderDigest(args) },
     ctx.caller,
   );
   throw new AskBuyer(
@@ -404,7 +396,7 @@ async function confirmedByState(args: Input, ctx: ToolContext, rounds: Rounds): 
   if (!rounds.signer.isCaller(state, ctx.caller)) {
     throw badState("was issued to another caller");
   }
-  if (state.args !== orderDigest(boundOrder(args))) {
+  if (state.args !== orderDigest(args)) {
     throw badState("was for different order details than these");
   }
   const view = inputResponse(rounds.responses, "confirm");
