@@ -10,20 +10,20 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import type { InputRequiredResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { STDIO_CALLER } from "./caller.js";
 import { type Config, loadConfig } from "./config.js";
-import { elicitorFor } from "./elicit.js";
 import { toToolError } from "./errors.js";
-import { InflightCall, inflightCalls } from "./inflight.js";
+import { STDIO_CALLER } from "./http/caller.js";
 import { FileKeyProvider } from "./keys/file.js";
+import { InflightCall, inflightCalls } from "./lifecycle/inflight.js";
 import { opsLog } from "./logging/ops.js";
 import { nullRecorder } from "./logging/records.js";
 import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
-import { OrderCap } from "./order-cap.js";
-import { registerPrompts } from "./prompts.js";
-import { onRequest, ProtocolError, WireServer } from "./protocol-error.js";
-import { stateSigner } from "./request-state.js";
-import { registerResources } from "./resources.js";
+import { elicitorFor } from "./mcp/elicit.js";
+import { registerPrompts } from "./mcp/prompts.js";
+import { onRequest, ProtocolError, WireServer } from "./mcp/protocol-error.js";
+import { registerResources } from "./mcp/resources.js";
+import { OrderCap } from "./policy/order-cap.js";
+import { stateSigner } from "./policy/request-state.js";
 import { createStoreLink } from "./storelink/index.js";
 import {
   AskBuyer,

@@ -1,13 +1,13 @@
 import { ConfigError, loadConfig } from "./config.js";
-import { inflightCalls } from "./inflight.js";
 import { createKeyProvider } from "./keys/index.js";
+import { inflightCalls } from "./lifecycle/inflight.js";
+import { finishAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
 import { recoverInterruptedWrites, setUpLogging } from "./logging/setup.js";
-import { modernStdio } from "./modern.js";
-import { limiterFor } from "./rate-limit.js";
+import { modernStdio } from "./mcp/modern.js";
+import { limiterFor } from "./policy/rate-limit.js";
 import { createServer, defaultDeps } from "./server.js";
-import { finishAndExit, STOP_SIGNALS } from "./shutdown.js";
-import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio-transport.js";
+import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio/transport.js";
 import { storelinkInUse } from "./storelink/index.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.

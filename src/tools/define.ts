@@ -9,9 +9,9 @@ import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
 import type { TraceFields } from "../logging/trace-context.js";
-import type { OrderCap } from "../order-cap.js";
-import type { CallLimiter } from "../rate-limit.js";
-import type { StateSigner } from "../request-state.js";
+import type { OrderCap } from "../policy/order-cap.js";
+import type { CallLimiter } from "../policy/rate-limit.js";
+import type { StateSigner } from "../policy/request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
 import { rawIdText } from "./common.js";
 

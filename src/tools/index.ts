@@ -1,4 +1,4 @@
-import { createReplenishmentOrder } from "./create-replenishment-order.js";
+import { createReplenishmentOrder } from "./create-replenishment-order/index.js";
 import type { Tool } from "./define.js";
 import { getReplenishmentStatus } from "./get-replenishment-status.js";
 import { getStockPosition } from "./get-stock-position.js";

@@ -8,7 +8,7 @@ import { ApiKey, UnusableKeyError } from "../../src/keys/api-key.js";
 import { FileKeyProvider } from "../../src/keys/file.js";
 import type { KeySourceError } from "../../src/keys/provider.js";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
-import { OrderCap } from "../../src/order-cap.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { StoreLinkError } from "../../src/storelink/client.js";
 import { HttpStoreLinkClient } from "../../src/storelink/http.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";

@@ -1,8 +1,8 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
+import { hostAllowedBy, hostPatternProblem } from "../../src/http/guards.js";
 import { allowedHostsFor, createApp } from "../../src/http.js";
-import { hostAllowedBy, hostPatternProblem } from "../../src/http-guards.js";
 import { defaultDeps } from "../../src/server.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 

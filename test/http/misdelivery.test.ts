@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
-import { OrderCap } from "../../src/order-cap.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { defaultDeps } from "../../src/server.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { type Listening, listen } from "../helpers/listen.js";

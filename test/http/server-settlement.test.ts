@@ -1,9 +1,9 @@
 import { IncomingMessage, ServerResponse } from "node:http";
 import { Socket } from "node:net";
 import { describe, expect, it } from "vitest";
-import { OrderCap } from "../../src/order-cap.js";
+import { ServerPool } from "../../src/http/server-pool.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { createServer } from "../../src/server.js";
-import { ServerPool } from "../../src/server-pool.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { Gate, ScriptedStoreLink } from "../helpers/scripted-storelink.js";

@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
-import { OrderCap } from "../../src/order-cap.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { defaultDeps } from "../../src/server.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import { FAILED_LIMITS } from "../../src/logging/redact.js";
-import { TokenBucketLimiter } from "../../src/rate-limit.js";
+import { TokenBucketLimiter } from "../../src/policy/rate-limit.js";
 import type { ServerDeps } from "../../src/tools/define.js";
 import { connect, errorOf, HERO_REASON } from "../helpers/harness.js";
 

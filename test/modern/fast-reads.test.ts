@@ -1,8 +1,8 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { fastReadOf } from "../../src/http/modern-reads.js";
 import { createApp } from "../../src/http.js";
-import { fastReadOf } from "../../src/modern-reads.js";
-import { OrderCap } from "../../src/order-cap.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 

@@ -1,8 +1,8 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http.js";
-import { OrderCap } from "../../src/order-cap.js";
-import { stateSigner } from "../../src/request-state.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
+import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";

@@ -2,9 +2,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { escapeLineTerminators, quote } from "../../src/logging/format.js";
 import { capText, redact, redactText } from "../../src/logging/redact.js";
+import { normaliseReason, reasonProblem } from "../../src/policy/order-rules.js";
 import { isValidId } from "../../src/storelink/ids.js";
-import { createOrderInput, quotedLine } from "../../src/tools/create-replenishment-order.js";
-import { normaliseReason, reasonProblem } from "../../src/validation.js";
+import { createOrderInput, quotedLine } from "../../src/tools/create-replenishment-order/index.js";
 
 /**
  * Every check a request's text goes through is linear in its length. An input crafted against a

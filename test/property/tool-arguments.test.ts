@@ -3,8 +3,8 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERROR_TYPES } from "../../src/errors.js";
+import { MAX_ORDER_QUANTITY, reasonProblem } from "../../src/policy/order-rules.js";
 import { SEED_STOCK, SEED_STORES } from "../../src/storelink/seed.js";
-import { MAX_ORDER_QUANTITY, reasonProblem } from "../../src/validation.js";
 import {
   arbitraryArgs,
   nearValidOrder,

@@ -1,7 +1,7 @@
 import type { CallToolResult, ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ApiKey } from "../../src/keys/api-key.js";
-import { OrderCap } from "../../src/order-cap.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { type OrderRequest, StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";

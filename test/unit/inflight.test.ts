@@ -1,6 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ABANDONED_DETAIL, ABANDONED_UNSENT_DETAIL, inflightCalls } from "../../src/inflight.js";
 import type { ApiKey } from "../../src/keys/api-key.js";
+import {
+  ABANDONED_DETAIL,
+  ABANDONED_UNSENT_DETAIL,
+  inflightCalls,
+} from "../../src/lifecycle/inflight.js";
 import type { AuditRecord } from "../../src/logging/records.js";
 import type { CreatedOrder, OrderRequest, StockReading } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";

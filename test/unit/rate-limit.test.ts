@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { createApp } from "../../src/http.js";
-import { limiterFor, TokenBucketLimiter } from "../../src/rate-limit.js";
+import { limiterFor, TokenBucketLimiter } from "../../src/policy/rate-limit.js";
 import { defaultDeps } from "../../src/server.js";
 import {
   connect,

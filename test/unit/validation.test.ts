@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { gapOf, REASON_PLACEHOLDERS, reasonProblem } from "../../src/validation.js";
+import { gapOf, REASON_PLACEHOLDERS, reasonProblem } from "../../src/policy/order-rules.js";
 
 describe("reason validation (the spec's five rules)", () => {
   it.each([

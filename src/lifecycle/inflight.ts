@@ -1,6 +1,6 @@
-import type { AuditRecord, CallRecorder, TraceRecord } from "./logging/records.js";
-import type { TraceFields } from "./logging/trace-context.js";
-import { rawOrderFields } from "./tools/common.js";
+import type { AuditRecord, CallRecorder, TraceRecord } from "../logging/records.js";
+import type { TraceFields } from "../logging/trace-context.js";
+import { rawOrderFields } from "../tools/common.js";
 
 /** Why a write still running at StoreLink at the end of the shutdown grace is UNCERTAIN. */
 export const ABANDONED_DETAIL =

@@ -1,6 +1,6 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
-import type { Elicit } from "./tools/define.js";
+import type { Elicit } from "../tools/define.js";
 
 /** A buyer reading an order before approving it gets longer than the SDK's 60 s default. */
 const CONFIRMATION_TIMEOUT_MS = 5 * 60_000;

@@ -1,18 +1,23 @@
 import { inputRequired, inputResponse } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { withStoreKey } from "../auth.js";
-import { ToolError, toToolError } from "../errors.js";
-import type { AuditOutcome, Confirmer } from "../logging/records.js";
-import type { Reservation } from "../order-cap.js";
+import { withStoreKey } from "../../auth.js";
+import { ToolError, toToolError } from "../../errors.js";
+import type { AuditOutcome, Confirmer } from "../../logging/records.js";
+import type { Reservation } from "../../policy/order-cap.js";
+import {
+  gapOf,
+  MAX_ORDER_QUANTITY,
+  REASON_MAX_CHARS,
+  reasonProblem,
+} from "../../policy/order-rules.js";
 import {
   newNonce,
   nonceIdempotencyKey,
   orderDigest,
   REQUEST_STATE_TTL_SECONDS,
-} from "../request-state.js";
-import type { Sku, StockReading, Store } from "../storelink/client.js";
-import { gapOf, MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../validation.js";
-import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
+} from "../../policy/request-state.js";
+import type { Sku, StockReading, Store } from "../../storelink/client.js";
+import { CALL_ORDER, NOT_SUPPORTED } from "../boundaries.js";
 import {
   type RawOrderFields,
   rawOrderFields,
@@ -20,8 +25,8 @@ import {
   storeDirectory,
   storeIdSchema,
   unknownStore,
-} from "./common.js";
-import { AskBuyer, defineTool, type Rounds, type ToolContext } from "./define.js";
+} from "../common.js";
+import { AskBuyer, defineTool, type Rounds, type ToolContext } from "../define.js";
 
 /** The write's arguments, as the model sends them (exported for the tests' adversarial inputs). */
 export const createOrderInput = z.strictObject({

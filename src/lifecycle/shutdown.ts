@@ -1,6 +1,6 @@
 import type { Server as HttpServer } from "node:http";
+import { opsLog } from "../logging/ops.js";
 import { type InflightCalls, inflightCalls } from "./inflight.js";
-import { opsLog } from "./logging/ops.js";
 
 /**
  * Cloud Run sends SIGTERM and SIGKILLs 10 s later; finish well inside that. The default of

@@ -5,8 +5,8 @@ import {
   PROTOCOL_VERSION_META_KEY,
   SERVER_INFO_META_KEY,
 } from "@modelcontextprotocol/server";
-import { SERVER_INFO } from "./server.js";
-import { TOOLS } from "./tools/index.js";
+import { SERVER_INFO } from "../server.js";
+import { TOOLS } from "../tools/index.js";
 
 /**
  * The hot 2026-07-28 request, answered without the SDK's per-request machinery (about half a

@@ -23,15 +23,15 @@ import {
 } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { z } from "zod";
-import { STDIO_CALLER } from "./caller.js";
-import { opsLog } from "./logging/ops.js";
-import type { TraceFields } from "./logging/trace-context.js";
+import { STDIO_CALLER } from "../http/caller.js";
+import { opsLog } from "../logging/ops.js";
+import type { TraceFields } from "../logging/trace-context.js";
+import { type StateSigner, stateSigner } from "../policy/request-state.js";
+import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "../server.js";
+import type { Rounds, ServerDeps } from "../tools/define.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
 import { forTheWire, invalidParams, ProtocolError } from "./protocol-error.js";
-import { type StateSigner, stateSigner } from "./request-state.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
-import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "./server.js";
-import type { Rounds, ServerDeps } from "./tools/define.js";
 
 /**
  * The MCP 2026-07-28 ("modern") side of the server, served by the official SDK v2: stateless,

@@ -5,9 +5,9 @@ import {
   type GetPromptResult,
   ListPromptsRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
+import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
+import { GAP_SEMANTICS, NOT_SUPPORTED } from "../tools/boundaries.js";
 import { onRequest, ProtocolError } from "./protocol-error.js";
-import { STORE_DIRECTORY_TEXT } from "./storelink/directory.js";
-import { GAP_SEMANTICS, NOT_SUPPORTED } from "./tools/boundaries.js";
 
 export const REPLENISHMENT_CHECK = "replenishment-check";
 

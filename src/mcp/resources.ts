@@ -4,8 +4,8 @@ import {
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { ServerDeps } from "../tools/define.js";
 import { onRequest, ProtocolError } from "./protocol-error.js";
-import type { ServerDeps } from "./tools/define.js";
 
 const RESOURCE_NOT_FOUND = -32002;
 
