@@ -10,21 +10,15 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import type { InputRequiredResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { type Config, loadConfig } from "./config.js";
+import { defaultDeps } from "./deps.js";
 import { toToolError } from "./errors.js";
-import { STDIO_CALLER } from "./http/caller.js";
-import { FileKeyProvider } from "./keys/file.js";
 import { InflightCall, inflightCalls } from "./lifecycle/inflight.js";
 import { opsLog } from "./logging/ops.js";
-import { nullRecorder } from "./logging/records.js";
 import { type TraceFields, traceFieldsOf } from "./logging/trace-context.js";
 import { elicitorFor } from "./mcp/elicit.js";
 import { registerPrompts } from "./mcp/prompts.js";
 import { onRequest, ProtocolError, WireServer } from "./mcp/protocol-error.js";
 import { registerResources } from "./mcp/resources.js";
-import { OrderCap } from "./policy/order-cap.js";
-import { stateSigner } from "./policy/request-state.js";
-import { createStoreLink } from "./storelink/index.js";
 import {
   AskBuyer,
   type Elicit,
@@ -33,6 +27,9 @@ import {
   type ToolContext,
 } from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
+
+/** The one client of a stdio process (a 2025 session over stdio has no other identity). */
+export const STDIO_CALLER = "stdio";
 
 export const SERVER_NAME = "korral-storelink";
 export const SERVER_VERSION = "0.1.0";
@@ -75,30 +72,6 @@ const CallToolAnyParamsSchema = z.object({
   method: z.literal("tools/call"),
   params: z.unknown().optional(),
 });
-
-/**
- * Fills in the defaults from the configuration: StoreLink (in memory, or over HTTP when
- * STORELINK_URL is set), keys from keys.json, and the write guards. Entry points pass the config
- * they loaded, so the environment is read once. Call it once per process: the loop guard counts
- * per instance. The rate limiter is off unless the caller passes one.
- */
-export function defaultDeps(overrides: Partial<ServerDeps> = {}, config?: Config): ServerDeps {
-  let loaded = config;
-  const cfg = (): Config => {
-    loaded ??= loadConfig();
-    return loaded;
-  };
-  return {
-    storelink: overrides.storelink ?? createStoreLink(cfg()),
-    keys: overrides.keys ?? new FileKeyProvider(cfg().keysFile),
-    recorder: overrides.recorder ?? nullRecorder,
-    orderCap: overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour }),
-    confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
-    limiter: overrides.limiter,
-    signer: overrides.signer ?? stateSigner(cfg().requestStateKey),
-    requireConfirmation: overrides.requireConfirmation ?? cfg().requireConfirmation,
-  };
-}
 
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 

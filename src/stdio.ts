@@ -1,28 +1,17 @@
 import { ConfigError, loadConfig } from "./config.js";
-import { createKeyProvider } from "./keys/index.js";
+import { startDeps } from "./deps.js";
 import { inflightCalls } from "./lifecycle/inflight.js";
 import { finishAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
-import { recoverInterruptedWrites, setUpLogging } from "./logging/setup.js";
-import { modernStdio } from "./mcp/modern.js";
-import { limiterFor } from "./policy/rate-limit.js";
-import { createServer, defaultDeps } from "./server.js";
+import { createServer } from "./server.js";
+import { modernStdio } from "./stdio/modern.js";
 import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio/transport.js";
 import { storelinkInUse } from "./storelink/index.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
   const config = loadConfig();
-  const recorder = setUpLogging(config, "stdio");
-  await recoverInterruptedWrites(config, recorder);
-  const deps = defaultDeps(
-    {
-      keys: await createKeyProvider(config),
-      recorder,
-      limiter: limiterFor(config.rateLimitPerMin),
-    },
-    config,
-  );
+  const { deps, recorder } = await startDeps(config, "stdio");
   const server = createServer(deps);
   const transport = new LineLimitedStdioTransport(process.stdin, process.stdout, {
     onOversize: (bytes) =>

@@ -1,8 +1,5 @@
 import type { IncomingMessage } from "node:http";
 
-/** The one client of a stdio process. */
-export const STDIO_CALLER = "stdio";
-
 /**
  * Who is calling, for the per-caller rate limit only (never for authorisation).
  *

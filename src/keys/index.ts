@@ -1,7 +1,7 @@
 import { type Config, ConfigError } from "../config.js";
 import { opsLog } from "../logging/ops.js";
 import { FileKeyProvider } from "./file.js";
-import type { StoreKeyProvider } from "./provider.js";
+import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 import { type SecretAccessClient, SecretManagerKeyProvider } from "./secret-manager.js";
 
 /**
@@ -23,6 +23,32 @@ export async function createKeyProvider(
     "store keys from Secret Manager",
   );
   return new SecretManagerKeyProvider({ client, project, namePattern, cacheSeconds, deadlineMs });
+}
+
+/**
+ * The same choice, without waiting: for dependencies built without an entry (a bare
+ * `createServer()`). The Secret Manager client starts in the background; a lookup waits for it,
+ * and if it cannot start, every lookup fails as that store's credentials error (never a crash,
+ * never an unhandled rejection).
+ */
+export function keyProviderFor(
+  config: Pick<Config, "keySource" | "keysFile" | "secretManager">,
+  inject: { secretClient?: SecretAccessClient } = {},
+): StoreKeyProvider {
+  if (config.keySource === "file") return new FileKeyProvider(config.keysFile);
+  const started = createKeyProvider(config, inject);
+  started.catch(() => {});
+  return {
+    async getKey(storeId, options) {
+      let provider: StoreKeyProvider;
+      try {
+        provider = await started;
+      } catch {
+        throw new KeySourceError(storeId, "Secret Manager client could not start");
+      }
+      return provider.getKey(storeId, options);
+    },
+  };
 }
 
 /**

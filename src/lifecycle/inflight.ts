@@ -1,15 +1,6 @@
 import type { AuditRecord, CallRecorder, TraceRecord } from "../logging/records.js";
 import type { TraceFields } from "../logging/trace-context.js";
-import { rawOrderFields } from "../tools/common.js";
-
-/** Why a write still running at StoreLink at the end of the shutdown grace is UNCERTAIN. */
-export const ABANDONED_DETAIL =
-  "the process stopped before StoreLink answered; the order may or may not have been created: " +
-  "check get_replenishment_status before resubmitting";
-
-/** Why a write stopped before it was sent (checks, the buyer's confirmation) is REJECTED. */
-export const ABANDONED_UNSENT_DETAIL =
-  "the process stopped before the order was sent to StoreLink; nothing was submitted";
+import { abandonedWrite, orderFieldsOf } from "../policy/audit.js";
 
 /**
  * One running tool call. It is the call's recorder too, so it knows whether the call has already
@@ -44,7 +35,7 @@ export class InflightCall implements CallRecorder {
   /** The write is being handed to StoreLink: from now on, abandoning it leaves it uncertain. */
   markSent(): void {
     this.#sent = true;
-    this.recorder.intend?.(this.requestId, rawOrderFields(this.args), this.traceFields);
+    this.recorder.intend?.(this.requestId, orderFieldsOf(this.args), this.traceFields);
   }
 
   /**
@@ -54,7 +45,7 @@ export class InflightCall implements CallRecorder {
    * line was written.
    */
   abandon(): boolean {
-    const fields = rawOrderFields(this.args);
+    const fields = orderFieldsOf(this.args);
     this.recorder.trace(
       {
         ts: this.ts,
@@ -73,17 +64,7 @@ export class InflightCall implements CallRecorder {
       this.traceFields,
     );
     if (!this.write || this.#audited) return false;
-    void this.audit(
-      {
-        ts: new Date().toISOString(),
-        outcome: this.#sent ? "UNCERTAIN" : "REJECTED",
-        order_id: null,
-        ...fields,
-        request_id: this.requestId,
-        detail: this.#sent ? ABANDONED_DETAIL : ABANDONED_UNSENT_DETAIL,
-      },
-      this.traceFields,
-    );
+    void this.audit(abandonedWrite(fields, this.requestId, this.#sent), this.traceFields);
     return true;
   }
 }

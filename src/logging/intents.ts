@@ -33,10 +33,6 @@ interface IntentLine extends IntentFields {
   ts: string;
 }
 
-export const KILLED_DETAIL =
-  "the server was stopped (killed) while the order was at StoreLink; it may or may not have been " +
-  "created: check get_replenishment_status before resubmitting";
-
 export class IntentJournal {
   readonly path: string;
   #fd: number | undefined;
@@ -110,13 +106,13 @@ function running(pid: number): boolean {
 }
 
 /**
- * The intents without an outcome in the journals of processes no longer running, as UNCERTAIN
- * audit records (their journals are removed once `audit` has written them). A torn last line
+ * The intents without an outcome in the journals of processes no longer running, each handed to
+ * `recover` (their journals are removed once it has written them). A torn last line
  * (the kill came mid-write) is skipped: its intent was never synced, so its order was not sent.
  */
 export async function recoverIntents(
   dir: string,
-  audit: (record: AuditRecord) => Promise<void>,
+  recover: (fields: IntentFields, requestId: string, sentAt: string) => Promise<void>,
 ): Promise<number> {
   let names: string[];
   try {
@@ -152,17 +148,8 @@ export async function recoverIntents(
       continue;
     }
     for (const intent of pending.values()) {
-      await audit({
-        ts: new Date().toISOString(),
-        outcome: "UNCERTAIN",
-        order_id: null,
-        store_id: intent.store_id ?? null,
-        sku: intent.sku ?? null,
-        quantity: intent.quantity ?? null,
-        reason: intent.reason ?? null,
-        request_id: intent.intent,
-        detail: `${KILLED_DETAIL} (sent at ${intent.ts})`,
-      });
+      const { store_id = null, sku = null, quantity = null, reason = null } = intent;
+      await recover({ store_id, sku, quantity, reason }, intent.intent, intent.ts);
       recovered++;
     }
     unlinkSync(path);

@@ -2,7 +2,6 @@ import { statSync } from "node:fs";
 import { join } from "node:path";
 import { type Config, ConfigError } from "../config.js";
 import { storelinkInUse } from "../storelink/index.js";
-import { recoverIntents } from "./intents.js";
 import { configureOpsLog, opsLog } from "./ops.js";
 import { AUDIT_FILE, createRecorder, type Recorder, stdoutSink, TRACE_FILE } from "./recorder.js";
 import { setTraceProject } from "./trace-context.js";
@@ -53,25 +52,6 @@ export function setUpLogging(config: Config, transport: Transport): Recorder {
   if (transport === "stdio") opsLog.debug({ config: summary }, "korral-storelink starting");
   else opsLog.info({ config: summary }, "korral-storelink starting");
   return recorder;
-}
-
-/**
- * Appends UNCERTAIN to audit.log for every write a killed process left without an outcome (see
- * intents.ts), and says so once. Run at start, before serving.
- */
-export async function recoverInterruptedWrites(
-  config: Pick<Config, "logDir" | "logFiles">,
-  recorder: Recorder,
-): Promise<number> {
-  if (!config.logFiles) return 0;
-  const recovered = await recoverIntents(config.logDir, (record) => recorder.audit(record));
-  if (recovered > 0) {
-    opsLog.warn(
-      { uncertain_writes: recovered },
-      "a previous server was killed while orders were at StoreLink; they are audited UNCERTAIN: check them with get_replenishment_status",
-    );
-  }
-  return recovered;
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
@@ -6,31 +5,22 @@ import {
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   ReadResourceRequestSchema,
-  type JSONRPCMessage as WireMessage,
 } from "@modelcontextprotocol/sdk/types.js";
 import {
-  type AuthInfo,
   type CacheHint,
   CLIENT_CAPABILITIES_META_KEY,
   classifyInboundRequest,
-  createMcpHandler,
-  type JSONRPCMessage,
   Server as ModernServer,
-  type RequestId,
   type ServerContext,
-  type Transport,
   ProtocolError as WireError,
 } from "@modelcontextprotocol/server";
-import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { z } from "zod";
-import { STDIO_CALLER } from "../http/caller.js";
-import { opsLog } from "../logging/ops.js";
 import type { TraceFields } from "../logging/trace-context.js";
 import { type StateSigner, stateSigner } from "../policy/request-state.js";
 import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "../server.js";
 import type { Rounds, ServerDeps } from "../tools/define.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
-import { forTheWire, invalidParams, ProtocolError } from "./protocol-error.js";
+import { invalidParams, ProtocolError } from "./protocol-error.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
 
 /**
@@ -183,150 +173,4 @@ export function isModern(
   });
   if (route.kind === "reject") return !CLAIMLESS.has(route.cell);
   return route.kind === "modern";
-}
-
-/** The request headers the SDK's modern path reads; nothing else is copied per request. */
-const FORWARDED_HEADERS = [
-  "content-type",
-  "accept",
-  "mcp-protocol-version",
-  "mcp-method",
-  "mcp-name",
-] as const;
-
-/**
- * The SDK's stateless handler for 2026-07-28 requests (2025 ones never reach it), mounted on
- * Node's request and response. It hands the SDK the body Express already parsed (the SDK then
- * never reads the Request's body), copies only the headers it reads (and any `Mcp-Param-*`), and
- * rewrites error messages as every other answer of the server is (`forTheWire`).
- */
-export function modernHttpHandler(deps: ServerDeps) {
-  const handler = createMcpHandler(
-    ({ authInfo }) =>
-      createModernServer(deps, {
-        caller: authInfo?.clientId ?? "unknown",
-        traceFields: (authInfo?.extra?.traceFields as TraceFields | undefined) ?? {},
-      }),
-    { legacy: "reject" },
-  );
-  return async (
-    req: IncomingMessage,
-    res: ServerResponse,
-    body: unknown,
-    authInfo: AuthInfo,
-  ): Promise<void> => {
-    const abort = new AbortController();
-    res.once("close", () => abort.abort());
-    const headers = new Headers();
-    for (const name of FORWARDED_HEADERS) {
-      const value = req.headers[name];
-      if (typeof value === "string") headers.set(name, value);
-    }
-    for (const name in req.headers) {
-      const value = req.headers[name];
-      if (name.startsWith("mcp-param-") && typeof value === "string") headers.set(name, value);
-    }
-    const request = new Request(`http://localhost${req.url ?? "/mcp"}`, {
-      method: "POST",
-      headers,
-      signal: abort.signal,
-    });
-    const response = await handler.fetch(request, { authInfo, parsedBody: body });
-    const type = response.headers.get("content-type") ?? "";
-    if (!type.startsWith("application/json")) {
-      // An event stream (or nothing): passed on as it comes.
-      res.writeHead(response.status, Object.fromEntries(response.headers));
-      if (response.body) {
-        for await (const chunk of response.body) {
-          if (abort.signal.aborted) break;
-          res.write(chunk);
-        }
-      }
-      res.end();
-      return;
-    }
-    let text = await response.text();
-    if (text.includes(": [")) {
-      try {
-        text = JSON.stringify(forTheWire(JSON.parse(text) as WireMessage));
-      } catch {
-        // Not one JSON-RPC message: as it is.
-      }
-    }
-    res
-      .writeHead(response.status, {
-        "content-type": type,
-        "content-length": Buffer.byteLength(text),
-      })
-      .end(text);
-  };
-}
-
-export const STDIO_MODERN_CALLER: ModernCaller = { caller: STDIO_CALLER, traceFields: {} };
-
-/** Where the stdio leg writes its answers: the connection's own transport. */
-interface Wire {
-  send(message: JSONRPCMessage): Promise<void>;
-}
-
-/**
- * The transport `serveStdio` owns for the modern leg of a stdio connection: it receives only the
- * lines the router hands it and writes through the connection's transport (which keeps the line
- * limit, the answered-before-exit count and the broken-stdout handling for both eras).
- */
-class ModernStdioChannel implements Transport {
-  onmessage?: Transport["onmessage"];
-  onclose?: () => void;
-  onerror?: (error: Error) => void;
-  constructor(
-    private readonly wire: Wire,
-    private readonly answered: (id: RequestId) => void,
-  ) {}
-  async start(): Promise<void> {}
-  async send(message: JSONRPCMessage): Promise<void> {
-    if (!("method" in message) && "id" in message && message.id !== undefined) {
-      this.answered(message.id);
-    }
-    // The connection's transport: its sends already pass forTheWire (WireServer), as the 2025
-    // server's do.
-    await this.wire.send(message as never);
-  }
-  async close(): Promise<void> {
-    this.onclose?.();
-  }
-  deliver(message: JSONRPCMessage): void {
-    this.onmessage?.(message);
-  }
-}
-
-/**
- * The modern leg of a stdio connection. The era is read from every line, never assumed from
- * earlier ones: `divert` takes a line that is a 2026-07-28 request (or the cancellation of one)
- * and serves it through the SDK v2's `serveStdio`; every other line stays with the 2025 server.
- */
-export function modernStdio(deps: ServerDeps, wire: Wire) {
-  const open = new Set<RequestId>();
-  const channel = new ModernStdioChannel(wire, (id) => open.delete(id));
-  const handle = serveStdio(() => createModernServer(deps, STDIO_MODERN_CALLER), {
-    transport: channel,
-    legacy: "reject",
-    onerror: (error) => opsLog.warn({ err: error }, "MCP 2026-07-28 stdio request failed"),
-  });
-  return {
-    divert(message: JSONRPCMessage): boolean {
-      if (!("method" in message)) return false;
-      if (!("id" in message)) {
-        const cancelled = (message.params as { requestId?: RequestId } | undefined)?.requestId;
-        if (message.method !== "notifications/cancelled" || cancelled === undefined) return false;
-        if (!open.has(cancelled)) return false;
-      } else if (isModern(message)) {
-        open.add(message.id);
-      } else {
-        return false;
-      }
-      channel.deliver(message);
-      return true;
-    },
-    close: () => handle.close(),
-  };
 }

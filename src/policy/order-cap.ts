@@ -1,3 +1,6 @@
+import { ToolError } from "../errors.js";
+import type { Sku, Store } from "../storelink/client.js";
+
 /**
  * The loop guard: at most `perHour` orders for the same store and SKU in a rolling hour. It lives
  * in this MCP process (one instance shared by every request), so with several replicas each
@@ -117,3 +120,40 @@ export class OrderCap {
 }
 
 const NO_OP: Reservation = { commit() {}, release() {} };
+
+/** The refusal the model reads at the cap: what was counted, and who can place a real volume. */
+export function capReached(
+  store: Store,
+  item: Sku,
+  limit: number,
+  { placed, inFlight }: { placed: number; inFlight: number },
+): ToolError {
+  const pending =
+    inFlight > 0
+      ? `, and ${inFlight} more ${inFlight === 1 ? "is" : "are"} being submitted now`
+      : "";
+  return new ToolError(
+    "order_cap_reached",
+    `Order limit reached: this server allows ${limit} orders an hour for ${item.name} ` +
+      `(SKU ${item.sku}) at ${store.name} (store ${store.store_id}); ${placed} ${placed === 1 ? "was" : "were"} ` +
+      `placed in the last hour${pending}. Nothing was submitted. If the volume is real, contact Korral ops to place it.`,
+    "Do not retry. Tell the buyer the hourly limit was reached and that Korral ops can place " +
+      "the order if the volume is real; check the earlier orders with get_replenishment_status.",
+    false,
+  );
+}
+
+/** For a preview and round 1: throws the cap's refusal if a new order would be refused now. */
+export function refuseIfFull(cap: OrderCap | undefined, store: Store, item: Sku): void {
+  if (cap?.isFull(store.store_id, item.sku)) {
+    throw capReached(store, item, cap.perHour, cap.counts(store.store_id, item.sku));
+  }
+}
+
+/** For the write itself: holds a slot (see `reserve`), or throws the cap's refusal. */
+export function holdSlot(cap: OrderCap | undefined, store: Store, item: Sku): Reservation {
+  if (!cap) return NO_OP;
+  const held = cap.reserve(store.store_id, item.sku);
+  if (!held.ok) throw capReached(store, item, held.limit, held);
+  return held.reservation;
+}

@@ -77,37 +77,6 @@ export const querySchema = textOrWholeNumber(
   'Part of a product name ("butter") or the start of a SKU code ("8847"; a whole number is also accepted)',
 );
 
-/**
- * An id from arguments that failed validation, for the trace and audit of the refusal: text as
- * sent, or a whole number as its decimal text (the form the schemas accept), else null.
- */
-export function rawIdText(value: unknown): string | null {
-  if (typeof value === "string") return value;
-  return Number.isSafeInteger(value) && (value as number) >= 0 ? String(value) : null;
-}
-
-/** The audited fields of a write, read from arguments that may not have been validated. */
-export interface RawOrderFields {
-  store_id: string | null;
-  sku: string | null;
-  quantity: number | null;
-  reason: string | null;
-}
-
-/** Ids as text (rawIdText), a numeric quantity, a string reason; anything else is null. */
-export function rawOrderFields(raw: unknown): RawOrderFields {
-  const get = (key: string): unknown =>
-    raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>)[key] : undefined;
-  const quantity = get("quantity");
-  const reason = get("reason");
-  return {
-    store_id: rawIdText(get("store_id")),
-    sku: rawIdText(get("sku")),
-    quantity: typeof quantity === "number" ? quantity : null,
-    reason: typeof reason === "string" ? reason : null,
-  };
-}
-
 /** The store directory as a map, read once per call. */
 export async function storeDirectory(ctx: ToolContext): Promise<Map<string, Store>> {
   const stores = await ctx.storelink.listStores();

@@ -9,11 +9,11 @@ import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecorder } from "../logging/records.js";
 import type { TraceFields } from "../logging/trace-context.js";
+import { rawIdText } from "../policy/audit.js";
 import type { OrderCap } from "../policy/order-cap.js";
 import type { CallLimiter } from "../policy/rate-limit.js";
 import type { StateSigner } from "../policy/request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
-import { rawIdText } from "./common.js";
 
 /** What every tool handler may use. Built once per process and shared by all calls. */
 export interface ServerDeps {

@@ -1,7 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { CLOUD_RUN_MAX_GRACE_MS, loadConfig } from "../../src/config.js";
-import { hostPatternProblem, isLoopbackHost } from "../../src/http/guards.js";
-import { allowedHostsFor, LOOPBACK_HOSTS } from "../../src/http.js";
+import { allowedHostsFor } from "../../src/http/app.js";
+import {
+  hostPatternProblem,
+  isLoopbackHost,
+  LOOPBACK_HOSTS,
+} from "../../src/http/host-patterns.js";
 import { configErrorOf } from "../helpers/config.js";
 
 /** Settings an unlucky operator writes: each refused at start, or read as it is meant. */

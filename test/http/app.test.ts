@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { SEED_SKUS } from "../../src/storelink/seed.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { type Listening, listen } from "../helpers/listen.js";

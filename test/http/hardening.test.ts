@@ -1,7 +1,8 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { allowedHostsFor, createApp, LOOPBACK_HOSTS } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { allowedHostsFor, createApp } from "../../src/http/app.js";
+import { LOOPBACK_HOSTS } from "../../src/http/host-patterns.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 // As serve() builds it on Cloud Run with KORRAL_ALLOWED_HOSTS and KORRAL_ALLOWED_ORIGINS set.

@@ -1,9 +1,9 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
-import { hostAllowedBy, hostPatternProblem } from "../../src/http/guards.js";
-import { allowedHostsFor, createApp } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { allowedHostsFor, createApp } from "../../src/http/app.js";
+import { hostAllowedBy, hostPatternProblem } from "../../src/http/host-patterns.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
-import { defaultDeps } from "../../src/server.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { type Listening, listen } from "../helpers/listen.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";

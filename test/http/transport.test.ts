@@ -2,8 +2,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { type Listening, listen } from "../helpers/listen.js";
 

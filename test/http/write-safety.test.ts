@@ -1,8 +1,8 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
-import { defaultDeps } from "../../src/server.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 const HERO = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };

@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
+import { createApp } from "../../src/http/app.js";
 import { createOpsLogger } from "../../src/logging/ops.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import { setTraceProject, traceFieldsFromHeaders } from "../../src/logging/trace-context.js";

@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { createApp } from "../../src/http/app.js";
 import { fastReadOf } from "../../src/http/modern-reads.js";
-import { createApp } from "../../src/http.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";

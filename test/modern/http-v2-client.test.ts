@@ -1,6 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
+import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";

@@ -3,8 +3,8 @@ import fc from "fast-check";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERROR_TYPES } from "../../src/errors.js";
+import { createApp } from "../../src/http/app.js";
 import { MAX_BODY_DEPTH } from "../../src/http/json-transport.js";
-import { createApp } from "../../src/http.js";
 import {
   anyValue,
   arbitraryArgs,

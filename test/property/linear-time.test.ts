@@ -4,7 +4,8 @@ import { escapeLineTerminators, quote } from "../../src/logging/format.js";
 import { capText, redact, redactText } from "../../src/logging/redact.js";
 import { normaliseReason, reasonProblem } from "../../src/policy/order-rules.js";
 import { isValidId } from "../../src/storelink/ids.js";
-import { createOrderInput, quotedLine } from "../../src/tools/create-replenishment-order/index.js";
+import { quotedLine } from "../../src/tools/create-replenishment-order/confirmation.js";
+import { createOrderInput } from "../../src/tools/create-replenishment-order/schema.js";
 
 /**
  * Every check a request's text goes through is linear in its length. An input crafted against a

@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createApp } from "../../src/http.js";
+import { createApp } from "../../src/http/app.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 

@@ -1,8 +1,8 @@
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";

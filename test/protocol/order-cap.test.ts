@@ -1,9 +1,9 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { defaultDeps } from "../../src/deps.js";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreKeyProvider } from "../../src/keys/provider.js";
-import { defaultDeps } from "../../src/server.js";
 import type { OrderRequest } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";

@@ -1,8 +1,8 @@
 import { CallToolResultSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
 import { connect, type Harness, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { MCP_HEADERS } from "../helpers/rpc.js";
 

@@ -1,7 +1,8 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { createApp, LOOPBACK_HOSTS } from "../../src/http.js";
-import { defaultDeps } from "../../src/server.js";
+import { defaultDeps } from "../../src/deps.js";
+import { createApp } from "../../src/http/app.js";
+import { LOOPBACK_HOSTS } from "../../src/http/host-patterns.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS } from "../helpers/rpc.js";
 

@@ -1,11 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ApiKey } from "../../src/keys/api-key.js";
-import {
-  ABANDONED_DETAIL,
-  ABANDONED_UNSENT_DETAIL,
-  inflightCalls,
-} from "../../src/lifecycle/inflight.js";
+import { inflightCalls } from "../../src/lifecycle/inflight.js";
 import type { AuditRecord } from "../../src/logging/records.js";
+import { ABANDONED_DETAIL, ABANDONED_UNSENT_DETAIL } from "../../src/policy/audit.js";
 import type { CreatedOrder, OrderRequest, StockReading } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, HERO_REASON, MemoryRecorder } from "../helpers/harness.js";

@@ -1,10 +1,10 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
+import { defaultDeps } from "../../src/deps.js";
 import { ERROR_TYPES } from "../../src/errors.js";
-import { createApp } from "../../src/http.js";
+import { createApp } from "../../src/http/app.js";
 import { limiterFor, TokenBucketLimiter } from "../../src/policy/rate-limit.js";
-import { defaultDeps } from "../../src/server.js";
 import {
   connect,
   errorOf,

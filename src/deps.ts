@@ -1,0 +1,62 @@
+import { type Config, loadConfig } from "./config.js";
+import { createKeyProvider, keyProviderFor } from "./keys/index.js";
+import type { SecretAccessClient } from "./keys/secret-manager.js";
+import { recoverInterruptedWrites } from "./lifecycle/recovery.js";
+import type { Recorder } from "./logging/recorder.js";
+import { nullRecorder } from "./logging/records.js";
+import { setUpLogging, type Transport } from "./logging/setup.js";
+import { OrderCap } from "./policy/order-cap.js";
+import { limiterFor } from "./policy/rate-limit.js";
+import { stateSigner } from "./policy/request-state.js";
+import { createStoreLink } from "./storelink/index.js";
+import type { ServerDeps } from "./tools/define.js";
+
+/**
+ * The composition root: the one place the configuration becomes the server's dependencies.
+ * Both entries (stdio.ts, http.ts) and a bare `createServer()` go through `defaultDeps`, so every
+ * way of starting the server honours the same variables. What is not overridden comes from
+ * `config` (read from the environment when not given, and only when needed): StoreLink (embedded, or HTTP with
+ * STORELINK_URL), the key source (KORRAL_KEY_SOURCE), the loop guard, the confirmation switches,
+ * the confirmation signer and the per-caller rate limit. Only the recorder defaults to nothing:
+ * the entries hand in the one that writes `log/`.
+ *
+ * Call it once per process: the loop guard and the rate limit count per instance.
+ */
+export function defaultDeps(
+  overrides: Partial<ServerDeps> = {},
+  config?: Config,
+  inject: { secretClient?: SecretAccessClient } = {},
+): ServerDeps {
+  // Read only if something is not overridden: the HTTP pool builds servers from complete deps.
+  let loaded = config;
+  const cfg = (): Config => {
+    loaded ??= loadConfig();
+    return loaded;
+  };
+  return {
+    storelink: overrides.storelink ?? createStoreLink(cfg()),
+    keys: overrides.keys ?? keyProviderFor(cfg(), inject),
+    recorder: overrides.recorder ?? nullRecorder,
+    orderCap: overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour }),
+    confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
+    // An explicit `limiter: undefined` means none (tests that count past any limit).
+    limiter: "limiter" in overrides ? overrides.limiter : limiterFor(cfg().rateLimitPerMin),
+    signer: overrides.signer ?? stateSigner(cfg().requestStateKey),
+    requireConfirmation: overrides.requireConfirmation ?? cfg().requireConfirmation,
+  };
+}
+
+/**
+ * An entry's dependencies: logging set up, the writes a killed predecessor left audited, and the
+ * key source started before serving (a Secret Manager without credentials fails start-up here,
+ * not at the first call).
+ */
+export async function startDeps(
+  config: Config,
+  transport: Transport,
+): Promise<{ deps: ServerDeps; recorder: Recorder }> {
+  const recorder = setUpLogging(config, transport);
+  await recoverInterruptedWrites(config, recorder);
+  const keys = await createKeyProvider(config);
+  return { deps: defaultDeps({ keys, recorder }, config), recorder };
+}

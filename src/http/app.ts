@@ -1,0 +1,194 @@
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import type { Config } from "../config.js";
+import { defaultDeps } from "../deps.js";
+import { requestLogging } from "../logging/http-middleware.js";
+import { opsLog } from "../logging/ops.js";
+import { traceFieldsOf } from "../logging/trace-context.js";
+import { isModern } from "../mcp/modern.js";
+import { callTool, createServer, SERVER_NAME, SERVER_VERSION } from "../server.js";
+import type { ServerDeps } from "../tools/define.js";
+import { callerOf } from "./caller.js";
+import { hostGuard, originGuard, rpcError } from "./guards.js";
+import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
+import { MAX_BODY_DEPTH, TOO_DEEP, tooDeep } from "./json-transport.js";
+import { modernHttpHandler } from "./modern-handler.js";
+import { type FastRead, fastReadAnswer, fastReadOf } from "./modern-reads.js";
+import { ServerPool } from "./server-pool.js";
+
+export const JSON_BODY_LIMIT = "256kb";
+
+const isClientError = (error: unknown): error is { status: number } => {
+  const status = (error as { status?: unknown } | null)?.status;
+  return typeof status === "number" && status >= 400 && status < 500;
+};
+
+export interface AppOptions {
+  /**
+   * Host names /mcp answers to (DNS-rebinding protection: a web page in the buyer's browser
+   * must not reach a server on their loopback). Unset accepts any Host; see `allowedHostsFor`.
+   */
+  allowedHosts?: readonly string[];
+  /** Browser origins accepted besides localhost pages; no Origin header is always accepted. */
+  allowedOrigins?: readonly string[];
+  /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
+  storelink?: string;
+  /**
+   * Answer plain 2026-07-28 reads without the SDK (modern-reads.ts; default true). Off, every
+   * 2026-07-28 request takes the SDK's path: the fast path's reference in tests.
+   */
+  modernFastReads?: boolean;
+}
+
+/** A POST for the 2026-07-28 side (see modern.ts), read from its body and MCP headers. */
+function isModernPost(req: Request): boolean {
+  const header = (name: string): string | undefined => {
+    const value = req.headers[name];
+    return typeof value === "string" ? value : undefined;
+  };
+  return isModern(req.body, {
+    version: header("mcp-protocol-version"),
+    method: header("mcp-method"),
+    name: header("mcp-name"),
+  });
+}
+
+/**
+ * The Host names to enforce: the loopback names plus `KORRAL_ALLOWED_HOSTS` when that is set (on
+ * Cloud Run: the service's own host); the loopback names alone when listening on loopback; else
+ * none (any Host), as before that variable existed: Google's front end routes by host and IAM
+ * guards the service.
+ */
+export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
+  if (config.allowedHosts.length > 0) return [...LOOPBACK_HOSTS, ...config.allowedHosts];
+  return isLoopbackHost(config.host) ? LOOPBACK_HOSTS : undefined;
+}
+
+/**
+ * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder, one
+ * limiter) are shared by every request of the process; each request gets its own transport and
+ * borrows a prebuilt MCP server used by no other request until that transport is closed, so
+ * concurrent requests never share protocol state.
+ */
+export function createApp(given: ServerDeps, options: AppOptions = {}): Express {
+  // Both eras share one set: one signer, one cap, one limiter per app.
+  const deps = defaultDeps(given);
+  const app = express();
+  app.disable("x-powered-by");
+  app.disable("etag");
+  // Mounted only when its lines are wanted: its listener is per-request work otherwise.
+  if (opsLog.isLevelEnabled("debug")) app.use(requestLogging);
+  const guards = [originGuard(options.allowedOrigins ?? [])];
+  if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
+  const servers = new ServerPool(() => createServer(deps));
+  const modern = modernHttpHandler(deps);
+  /** A 2026-07-28 request that failed unexpectedly: a JSON-RPC 500, or a cut answer. */
+  const failed = (res: Response, error: unknown): void => {
+    opsLog.error({ err: error }, "MCP 2026-07-28 request failed");
+    if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
+    else res.destroy();
+  };
+  const fastReads = options.modernFastReads !== false;
+  /** A plain 2026-07-28 read (modern-reads.ts): the tool's answer in the SDK's shape. */
+  const serveFastRead = (req: Request, res: Response, read: FastRead, auth: AuthInfo): void => {
+    const abort = new AbortController();
+    res.once("close", () => abort.abort());
+    callTool(deps, read.name, read.args, {
+      signal: abort.signal,
+      caller: auth.clientId,
+      traceFields: traceFieldsOf(req.headers),
+    }).then(
+      (result) => {
+        if (res.destroyed) return;
+        const text = fastReadAnswer(read.id, result);
+        res
+          .writeHead(200, {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(text),
+          })
+          .end(text);
+      },
+      (error: unknown) => failed(res, error),
+    );
+  };
+  /** Other 2026-07-28 requests go to the SDK v2's handler, behind the same guards and limits. */
+  const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
+    const traceFields = traceFieldsOf(req.headers);
+    modern(req, res, req.body, { ...auth, extra: { traceFields } }).catch((error: unknown) =>
+      failed(res, error),
+    );
+  };
+
+  // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes
+  // costs it a path match.
+  app.post(
+    "/mcp",
+    ...guards,
+    express.json({ limit: JSON_BODY_LIMIT }),
+    async (req: Request, res: Response) => {
+      // The caller keys the rate limit and binds confirmation state; the raw token is
+      // deliberately not carried along.
+      const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
+      if (isModernPost(req)) {
+        if (tooDeep(req.body, MAX_BODY_DEPTH)) {
+          rpcError(res, 400, -32600, TOO_DEEP);
+          return;
+        }
+        const read = fastReads ? fastReadOf(req.body, req.headers) : undefined;
+        if (read) serveFastRead(req, res, read, auth);
+        else serveModern(req, res, auth);
+        return;
+      }
+      try {
+        const pooled = await servers.acquire();
+        // The transport decides on release whether the server may serve again: not after an
+        // initialize, a failed dispatch, or while any handler it started may still be running.
+        res.once("close", () => servers.release(pooled));
+        pooled.transport.handle(req, res, req.body, auth);
+      } catch (error) {
+        opsLog.error({ err: error }, "MCP request failed");
+        rpcError(res, 500, -32603, "Internal server error");
+      }
+    },
+  );
+
+  // Built once: the answer never changes. Says which StoreLink is in use (never a key or a path),
+  // so an operator sees a demo deployment at a glance.
+  const health = {
+    status: "ok",
+    name: SERVER_NAME,
+    version: SERVER_VERSION,
+    ...(options.storelink === undefined ? {} : { storelink: options.storelink }),
+  };
+  app.get("/healthz", (_req, res) => {
+    res.json(health);
+  });
+
+  const methodNotAllowed = (_req: Request, res: Response): void => {
+    res.setHeader("Allow", "POST");
+    rpcError(res, 405, -32000, "Method not allowed: this server is stateless; use POST /mcp.");
+  };
+  app.all("/mcp", ...guards, methodNotAllowed);
+
+  app.use((_req: Request, res: Response) => {
+    rpcError(res, 404, -32601, "Not found: the MCP endpoint is POST /mcp.");
+  });
+
+  // Body-parser failures and anything unexpected: JSON-RPC bodies, never an HTML page or a stack.
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const type = (error as { type?: string }).type;
+    if (type === "entity.parse.failed") {
+      rpcError(res, 400, -32700, "Parse error: the request body is not valid JSON.");
+    } else if (type === "entity.too.large") {
+      rpcError(res, 413, -32600, `Request body larger than ${JSON_BODY_LIMIT}.`);
+    } else if (isClientError(error)) {
+      // Other body-parser refusals (unsupported charset or content-encoding, a bad gzip stream):
+      // the client's fault, so its 4xx, never a 500.
+      rpcError(res, error.status, -32600, "Bad request: send a UTF-8 JSON-RPC body.");
+    } else {
+      opsLog.error({ err: error }, "HTTP request failed");
+      rpcError(res, 500, -32603, "Internal server error");
+    }
+  });
+  return app;
+}

@@ -1,0 +1,133 @@
+import { withStoreKey } from "../../auth.js";
+import { type ToolError, toToolError } from "../../errors.js";
+import type { Confirmer } from "../../logging/records.js";
+import { auditRecord, failedOutcome, orderFieldsOf, type Stage } from "../../policy/audit.js";
+import { holdSlot } from "../../policy/order-cap.js";
+import { storeDirectory, unknownStore } from "../common.js";
+import { AskBuyer, type ToolContext } from "../define.js";
+import {
+  askBuyer,
+  confirmationRequired,
+  confirmedByState,
+  confirmWithBuyer,
+} from "./confirmation.js";
+import { amount, preview } from "./preview.js";
+import type { OrderInput, OrderOutput } from "./schema.js";
+
+/** Arguments that failed validation (or the rate limit): audited REJECTED, nothing sent. */
+export async function auditRefusal(
+  raw: unknown,
+  error: ToolError,
+  ctx: ToolContext,
+): Promise<void> {
+  await ctx.recorder.audit(
+    auditRecord("REJECTED", orderFieldsOf(raw), ctx.requestId, { detail: error.message }),
+    ctx.traceFields,
+  );
+}
+
+/**
+ * One write, in order: the store and SKU, a preview if asked, who confirms (the buyer, or the
+ * agent's word), a slot under the cap, the send, and exactly one audit line for whatever happened.
+ */
+export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<OrderOutput> {
+  const auditArgs = {
+    store_id: args.store_id,
+    sku: args.sku,
+    quantity: args.quantity,
+    reason: args.reason,
+  };
+  let stage: Stage = "checking";
+  try {
+    const [directory, item] = await Promise.all([
+      storeDirectory(ctx),
+      ctx.storelink.getSku(args.sku),
+    ]);
+    const store = directory.get(args.store_id);
+    if (!store) throw unknownStore(args.store_id, directory);
+    if (args.dry_run === true) return await preview(args, ctx, store, item);
+
+    // Who confirms: the buyer through round 2's answer, or the 2025 dialog below; else only the
+    // agent's word, which KORRAL_REQUIRE_CONFIRMATION refuses.
+    const rounds = ctx.rounds;
+    if (rounds && rounds.state === undefined) await askBuyer(args, ctx, rounds, store, item);
+    let idempotencyKey = args.idempotency_key;
+    let confirmed: Confirmer = "agent";
+    if (rounds) {
+      idempotencyKey = await confirmedByState(args, ctx, rounds);
+      confirmed = "buyer";
+    } else if (ctx.elicit) {
+      confirmed = "buyer";
+    } else if (ctx.requireConfirmation) {
+      throw confirmationRequired();
+    }
+
+    // Every create holds a slot, retries too: the cap never counts on StoreLink folding one.
+    const slot = holdSlot(ctx.orderCap, store, item);
+
+    let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
+    try {
+      if (ctx.elicit) await confirmWithBuyer(args, ctx, ctx.elicit, store, item);
+      created = await withStoreKey(ctx.keys, args.store_id, (key) => {
+        stage = "sent";
+        ctx.onSend?.();
+        return ctx.storelink.createOrder(
+          {
+            store_id: args.store_id,
+            sku: item.sku,
+            quantity: args.quantity,
+            reason: args.reason,
+            ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }),
+          },
+          key,
+        );
+      });
+    } catch (error) {
+      // An order that may have landed counts against the cap; a refusal does not.
+      if (failedOutcome(toToolError(error, ctx.requestId), stage) === "UNCERTAIN") {
+        slot.commit();
+      } else slot.release();
+      throw error;
+    }
+    const { order, replayed } = created;
+    if (replayed) slot.release();
+    else slot.commit();
+
+    // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
+    // A replay is recorded as REPLAYED against the original order, never a second CREATED.
+    await ctx.recorder.audit(
+      auditRecord(replayed ? "REPLAYED" : "CREATED", auditArgs, ctx.requestId, {
+        orderId: order.order_id,
+        confirmed,
+      }),
+      ctx.traceFields,
+    );
+    const what = `${amount(order.quantity, item)} for ${store.name} (store ${store.store_id})`;
+    return {
+      mode: "submitted",
+      order_id: order.order_id,
+      status: order.status,
+      created_at: order.created_at,
+      replayed,
+      confirmation: replayed
+        ? `Replenishment order ${order.order_id} was already submitted at ${order.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${order.reason}`
+        : `Replenishment order ${order.order_id} submitted: ${what}. Reason: ${order.reason}`,
+      store_id: order.store_id,
+      store_name: store.name,
+      sku: item.sku,
+      sku_name: item.name,
+      quantity: order.quantity,
+      reason: order.reason,
+    };
+  } catch (error) {
+    // Asking is not an outcome: round 2 (or the buyer's silence) writes the audit line.
+    if (error instanceof AskBuyer) throw error;
+    const toolError = toToolError(error, ctx.requestId);
+    const detail = args.dry_run === true ? `dry_run: ${toolError.message}` : toolError.message;
+    await ctx.recorder.audit(
+      auditRecord(failedOutcome(toolError, stage), auditArgs, ctx.requestId, { detail }),
+      ctx.traceFields,
+    );
+    throw toolError;
+  }
+}

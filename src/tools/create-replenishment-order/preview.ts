@@ -1,0 +1,68 @@
+import { withStoreKey } from "../../auth.js";
+import { auditRecord } from "../../policy/audit.js";
+import { refuseIfFull } from "../../policy/order-cap.js";
+import { gapOf } from "../../policy/order-rules.js";
+import type { Sku, StockReading, Store } from "../../storelink/client.js";
+import type { ToolContext } from "../define.js";
+import type { OrderInput, OrderOutput } from "./schema.js";
+
+export const describeStock = (s: StockReading): string => {
+  const { gap } = gapOf(s.on_hand, s.units_sold_last_24h);
+  return `on_hand ${s.on_hand}, ${s.units_sold_last_24h} sold in the last 24h, gap ${gap > 0 ? "+" : ""}${gap}`;
+};
+
+export const amount = (quantity: number, item: Sku): string =>
+  `${quantity}${item.unit === "kg" ? " kg of" : " x"} ${item.name} (SKU ${item.sku})`;
+
+/** The live reading: proves the key works and the SKU is ranged, and gives the buyer numbers. */
+export const readStock = (args: OrderInput, ctx: ToolContext, item: Sku): Promise<StockReading> =>
+  withStoreKey(ctx.keys, args.store_id, (key) =>
+    ctx.storelink.getStock(args.store_id, item.sku, key),
+  );
+
+/**
+ * The live reading, for an order that would not be refused by the cap: what a preview and round 1
+ * show the buyer. Holds no slot (the write itself takes one).
+ */
+export async function readStockUnderCap(
+  args: OrderInput,
+  ctx: ToolContext,
+  store: Store,
+  item: Sku,
+): Promise<StockReading> {
+  const stock = await readStock(args, ctx, item);
+  refuseIfFull(ctx.orderCap, store, item);
+  return stock;
+}
+
+export async function preview(
+  args: OrderInput,
+  ctx: ToolContext,
+  store: Store,
+  item: Sku,
+): Promise<OrderOutput> {
+  const stock = await readStockUnderCap(args, ctx, store, item);
+  const { gap, reading } = gapOf(stock.on_hand, stock.units_sold_last_24h);
+  const { store_id, quantity, reason } = args;
+  await ctx.recorder.audit(
+    auditRecord("PREVIEW", { store_id, sku: item.sku, quantity, reason }, ctx.requestId),
+    ctx.traceFields,
+  );
+  return {
+    mode: "preview",
+    confirmation: `Preview only, nothing submitted: would order ${amount(args.quantity, item)} for ${store.name} (store ${store.store_id}). Live stock: ${describeStock(stock)}. Reason: ${args.reason}`,
+    store_id: store.store_id,
+    store_name: store.name,
+    sku: item.sku,
+    sku_name: item.name,
+    quantity: args.quantity,
+    reason: args.reason,
+    stock: {
+      on_hand: stock.on_hand,
+      units_sold_last_24h: stock.units_sold_last_24h,
+      gap,
+      reading,
+      as_of: stock.as_of,
+    },
+  };
+}
