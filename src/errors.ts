@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { UnusableKeyError } from "./keys/api-key.js";
-import { KeySourceError } from "./keys/provider.js";
+import { KeySourceError, UnusableKeyError } from "./keys/provider.js";
 import { StoreLinkError } from "./storelink/client.js";
 
 /**

@@ -27,6 +27,7 @@ import {
   type ToolContext,
 } from "./tools/define.js";
 import { TOOLS } from "./tools/index.js";
+import { CALL_SEQUENCE, TOOL_COUNT } from "./tools/names.js";
 
 /** The one client of a stdio process (a 2025 session over stdio has no other identity). */
 export const STDIO_CALLER = "stdio";
@@ -43,11 +44,11 @@ export const CAPABILITIES = {
 };
 
 export const INSTRUCTIONS =
-  "Korral StoreLink gives a category buyer's replenishment agent four tools: lookup_sku -> " +
-  "get_stock_position -> create_replenishment_order -> get_replenishment_status. Resolve the " +
-  "product, read stock across stores and quote the raw numbers with gap (gap 0 is a knife edge, " +
-  "never fine), and only with the buyer's explicit approval of store, SKU and quantity submit one " +
-  "order, then read its status back. Orders load real trucks and cannot be cancelled here.";
+  `Korral StoreLink gives a category buyer's replenishment agent ${TOOL_COUNT}: ${CALL_SEQUENCE}. ` +
+  "Resolve the product, read stock across stores and quote the raw numbers with gap (gap 0 is a " +
+  "knife edge, never fine), and only with the buyer's explicit approval of store, SKU and " +
+  "quantity submit one order, then read its status back. Orders load real trucks and cannot be " +
+  "cancelled here.";
 
 // Built once per process: the tool listing and the validator the SDK would otherwise build per server.
 export const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };

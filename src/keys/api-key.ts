@@ -1,5 +1,4 @@
 import { inspect } from "node:util";
-import { KeySourceError } from "./provider.js";
 
 /**
  * A key travels in the `X-StoreLink-Key` header, so it must be a string every hop carries byte
@@ -12,20 +11,6 @@ import { KeySourceError } from "./provider.js";
 const SENDABLE_KEY = /^[\x21-\x7e]+$/;
 
 export const isSendableKey = (value: string): boolean => SENDABLE_KEY.test(value);
-
-/**
- * A key source holds an entry for the store, but it is not a usable key (it could not be sent in
- * a header). Not transient: the entry must be fixed. The reason never quotes the value.
- */
-export class UnusableKeyError extends KeySourceError {
-  constructor(storeId: string, where: string) {
-    super(
-      storeId,
-      `${where} is not a usable key: only visible ASCII characters (no spaces, line breaks or other Unicode) can be sent to StoreLink`,
-      false,
-    );
-  }
-}
 
 /**
  * An opaque wrapper around one store's StoreLink API key.

@@ -1,7 +1,7 @@
 import { close, open, read } from "node:fs";
 import { opsLog } from "../logging/ops.js";
-import { ApiKey, isSendableKey, UnusableKeyError } from "./api-key.js";
-import { KeySourceError, type StoreKeyProvider } from "./provider.js";
+import { ApiKey, isSendableKey } from "./api-key.js";
+import { KeySourceError, type StoreKeyProvider, UnusableKeyError } from "./provider.js";
 
 /** One read of the file: its keys (null when there is no file), or why it could not be used. */
 type Snapshot = { keys: object | null } | { failure: string; transient?: boolean };

@@ -29,3 +29,17 @@ export class KeySourceError extends Error {
     super(`Key source failed for store ${storeId}: ${reason}`);
   }
 }
+
+/**
+ * A key source holds an entry for the store, but it is not a usable key (it could not be sent in
+ * a header). Not transient: the entry must be fixed. The reason never quotes the value.
+ */
+export class UnusableKeyError extends KeySourceError {
+  constructor(storeId: string, where: string) {
+    super(
+      storeId,
+      `${where} is not a usable key: only visible ASCII characters (no spaces, line breaks or other Unicode) can be sent to StoreLink`,
+      false,
+    );
+  }
+}

@@ -1,6 +1,6 @@
 import { opsLog } from "../logging/ops.js";
-import { ApiKey, isSendableKey, UnusableKeyError } from "./api-key.js";
-import { KeySourceError, type StoreKeyProvider } from "./provider.js";
+import { ApiKey, isSendableKey } from "./api-key.js";
+import { KeySourceError, type StoreKeyProvider, UnusableKeyError } from "./provider.js";
 
 /**
  * The one method of `SecretManagerServiceClient` (@google-cloud/secret-manager 6) this provider

@@ -10,7 +10,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
-import type { AuditRecord } from "./records.js";
+import type { IntentFields } from "./records.js";
 
 /**
  * The write-intent journal: a durable line for each order as it is handed to StoreLink, and a
@@ -24,9 +24,6 @@ import type { AuditRecord } from "./records.js";
 
 const PREFIX = "intents-";
 const SUFFIX = ".jsonl";
-
-/** The facts of an order an intent line keeps (as the audit line would show them). */
-export type IntentFields = Pick<AuditRecord, "store_id" | "sku" | "quantity" | "reason">;
 
 interface IntentLine extends IntentFields {
   intent: string;

@@ -1,4 +1,3 @@
-import type { IntentFields } from "./intents.js";
 import type { TraceFields } from "./trace-context.js";
 
 /** One line of log/trace.jsonl: every tool call, read or write, success or failure. */
@@ -38,6 +37,9 @@ export interface AuditRecord {
 }
 
 export type Confirmer = "buyer" | "agent";
+
+/** The facts of an order an intent line keeps (as the audit line would show them). */
+export type IntentFields = Pick<AuditRecord, "store_id" | "sku" | "quantity" | "reason">;
 
 /**
  * Where the server sends trace and audit records. Implementations never throw: a broken log

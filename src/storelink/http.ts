@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { type ApiKey, isSendableKey, UnusableKeyError } from "../keys/api-key.js";
+import { type ApiKey, isSendableKey } from "../keys/api-key.js";
+import { UnusableKeyError } from "../keys/provider.js";
 import {
   type CreatedOrder,
   type Order,

@@ -1,7 +1,8 @@
+import { CALL_SEQUENCE } from "./names.js";
+
 /** Shared wording for the model, so every description states the same boundaries. */
 
-export const CALL_ORDER =
-  "Call order: lookup_sku -> get_stock_position -> create_replenishment_order -> get_replenishment_status.";
+export const CALL_ORDER = `Call order: ${CALL_SEQUENCE}.`;
 
 export const NOT_SUPPORTED =
   "Not supported by this server: supplier or vendor data, lead times, POS or transaction detail, " +

@@ -14,6 +14,7 @@ import type { OrderCap } from "../policy/order-cap.js";
 import type { CallLimiter } from "../policy/rate-limit.js";
 import type { StateSigner } from "../policy/request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
+import type { ToolName } from "./names.js";
 
 /** What every tool handler may use. Built once per process and shared by all calls. */
 export interface ServerDeps {
@@ -72,7 +73,8 @@ export interface ToolContext extends ServerDeps {
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
-  name: string;
+  /** One of TOOL_NAMES (names.ts), which declares the tools and their order once. */
+  name: ToolName;
   title: string;
   description: string;
   input: I;

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { getMcpConfigForManifest, type McpbManifestAny } from "@anthropic-ai/mcpb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { HERO_STORE_47, type Launch, runDemoFlow } from "./demo-flow.js";
 
 /**
@@ -140,13 +141,13 @@ describe("desktop bundle (korral-storelink.mcpb)", () => {
     });
   });
 
-  it("runs as the manifest says: four tools, the demo flow and an order, protocol-only stdout, logs where asked", async () => {
+  it("runs as the manifest says: every tool, the demo flow and an order, protocol-only stdout, logs where asked", async () => {
     const result = await runDemoFlow(launch, { order: true });
     expect(result.protocolErrors).toEqual([]);
     expect(result.toolNames.sort()).toEqual(
       (manifest.tools ?? []).map((tool: { name: string }) => tool.name).sort(),
     );
-    expect(result.toolNames).toHaveLength(4);
+    expect(result.toolNames).toHaveLength(TOOL_NAMES.length);
     expect(result.lookup.isError).not.toBe(true);
     expect(JSON.stringify(result.lookup.structuredContent)).toContain('"sku":"8847291"');
     expect(result.stock.isError, JSON.stringify(result.stock.content)).not.toBe(true);

@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { validateManifest } from "@anthropic-ai/mcpb";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { connect, type Harness } from "../helpers/harness.js";
 
 /**
@@ -57,7 +58,7 @@ describe("manifest.json", () => {
     expect(manifest.tools, "copy each tool's name and summary into manifest.json").toEqual(
       tools.map((tool) => ({ name: tool.name, description: summary(tool.description ?? "") })),
     );
-    expect(manifest.tools).toHaveLength(4);
+    expect(manifest.tools).toHaveLength(TOOL_NAMES.length);
   });
 
   it("starts the stdio entry with node, settings passed as the variables config.ts reads", () => {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { HERO_STORE_47, type Launch, runDemoFlow } from "./demo-flow.js";
 
 /**
@@ -121,7 +122,7 @@ describe("README desktop snippets, run as written from another directory", () =>
     async (_label, snippet) => {
       const run = await runDemoFlow({ ...(snippet as Snippet).launch, cwd });
       expect(run.protocolErrors).toEqual([]);
-      expect(run.toolNames).toHaveLength(4);
+      expect(run.toolNames).toHaveLength(TOOL_NAMES.length);
       expect(run.lookup.isError).not.toBe(true);
       expect(JSON.stringify(run.lookup.structuredContent)).toContain('"sku":"8847291"');
       expect(run.stock.isError, JSON.stringify(run.stock.content)).not.toBe(true);

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { defaultDeps } from "../../src/deps.js";
 import { allowedHostsFor, createApp } from "../../src/http/app.js";
 import { LOOPBACK_HOSTS } from "../../src/http/host-patterns.js";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 // As serve() builds it on Cloud Run with KORRAL_ALLOWED_HOSTS and KORRAL_ALLOWED_ORIGINS set.
@@ -52,7 +53,7 @@ describe("Host validation", () => {
   it("accepts a configured host name, case-insensitively", async () => {
     const res = await post().set("host", "Korral-StoreLink-abc123-ew.a.run.app");
     expect(res.status).toBe(200);
-    expect(res.body.result.tools).toHaveLength(4);
+    expect(res.body.result.tools).toHaveLength(TOOL_NAMES.length);
   });
 
   it("refuses any other Host with 403 (DNS rebinding)", async () => {

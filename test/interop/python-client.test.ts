@@ -3,6 +3,7 @@ import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { tempWorkspace } from "../helpers/fixtures.js";
 import { PYTHON_CLIENT, pythonWithMcp } from "../helpers/python.js";
 import { DIST, freePort, spawnDist, waitForHealthy } from "../helpers/spawn.js";
@@ -58,7 +59,7 @@ describe.each(["http", "stdio"] as const)(
         const server = await target(ws);
         try {
           const outcome = await drive(server.target, answer, server.env);
-          expect(outcome.tools).toHaveLength(4);
+          expect(outcome.tools).toHaveLength(TOOL_NAMES.length);
           expect(outcome.stock.stores.find((s) => s.store_id === "47")?.gap).toBe(8);
           expect(outcome.asked).toHaveLength(1);
           expect(outcome.asked[0]).toContain("You are confirming: 24 x Madeta butter 250g");

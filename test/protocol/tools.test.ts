@@ -6,6 +6,7 @@ import { FileKeyProvider } from "../../src/keys/file.js";
 import { StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
 import { captureOpsLog } from "../helpers/ops-log.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
@@ -37,15 +38,10 @@ const order = (over: Json = {}) => ({
 });
 
 describe("tool surface", () => {
-  it("lists exactly the four tools, each with both schemas and every annotation set", async () => {
+  it("lists exactly the declared tools, each with both schemas and every annotation set", async () => {
     h = await connect();
     const { tools } = await h.client.listTools();
-    expect(tools.map((t) => t.name)).toEqual([
-      "lookup_sku",
-      "get_stock_position",
-      "create_replenishment_order",
-      "get_replenishment_status",
-    ]);
+    expect(tools.map((t) => t.name)).toEqual([...TOOL_NAMES]);
     for (const tool of tools) {
       expect(tool.inputSchema.type).toBe("object");
       expect(tool.outputSchema?.type).toBe("object");

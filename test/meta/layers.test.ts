@@ -1,0 +1,85 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+
+/**
+ * The folders of src/ are layers, and imports point one way: entries -> transports -> server ->
+ * tools -> policy -> storelink / keys / logging. This reads every import of src/ (type-only
+ * imports too: they are coupling all the same) and holds the rules below.
+ */
+const SRC = join(import.meta.dirname, "../../src");
+const files = (readdirSync(SRC, { recursive: true }) as string[])
+  .filter((file) => file.endsWith(".ts"))
+  .map((file) => file.split("\\").join("/"));
+
+const importsOf = (file: string): string[] =>
+  [...readFileSync(join(SRC, file), "utf8").matchAll(/from "(\.{1,2}\/[^"]+)\.js"/g)].map((m) =>
+    relative(SRC, resolve(dirname(join(SRC, file)), `${m[1]}.ts`))
+      .split("\\")
+      .join("/"),
+  );
+const graph = new Map(files.map((file) => [file, importsOf(file)]));
+
+/** The layer of a module: its folder, or its own name at the root. */
+const layerOf = (file: string): string =>
+  file.includes("/") ? (file.split("/")[0] as string) : file.replace(/\.ts$/, "");
+
+const ENTRIES = ["stdio", "http", "storelink-emulator"];
+/** What each lower layer may never import. */
+const NEVER: Record<string, string[]> = {
+  storelink: ["tools", "policy", "mcp", "server", "deps", "lifecycle", ...ENTRIES],
+  keys: ["tools", "policy", "mcp", "server", "deps", "lifecycle", "storelink", ...ENTRIES],
+  logging: ["tools", "policy", "mcp", "server", "deps", "lifecycle", "keys", ...ENTRIES],
+  policy: ["tools", "mcp", "server", "deps", "lifecycle", ...ENTRIES],
+  tools: ["mcp", "server", "deps", "lifecycle", ...ENTRIES],
+  lifecycle: ["tools", "mcp", "server", "deps", ...ENTRIES],
+  server: [...ENTRIES],
+  mcp: [...ENTRIES],
+};
+
+describe("src/ layers", () => {
+  it("reads the imports of every module", () => {
+    expect(graph.get("server.ts")).toContain("deps.ts");
+    expect(files.length).toBeGreaterThan(40);
+  });
+
+  it("every import resolves to a module of src/", () => {
+    for (const [file, imports] of graph) {
+      for (const target of imports) expect(files, `${file} imports ${target}`).toContain(target);
+    }
+  });
+
+  it.each(Object.keys(NEVER))("%s/ imports nothing above it", (layer) => {
+    const wrong = [...graph]
+      .filter(([file]) => layerOf(file) === layer)
+      .flatMap(([file, imports]) =>
+        imports.filter((t) => NEVER[layer]?.includes(layerOf(t))).map((t) => `${file} -> ${t}`),
+      );
+    expect(wrong).toEqual([]);
+  });
+
+  it("no module imports an entry (an entry's start-up code would land in a shared chunk)", () => {
+    const entries = ENTRIES.map((name) => `${name}.ts`);
+    const wrong = [...graph].flatMap(([file, imports]) =>
+      imports.filter((t) => entries.includes(t)).map((t) => `${file} -> ${t}`),
+    );
+    expect(wrong).toEqual([]);
+  });
+
+  it("has no import cycle", () => {
+    const cycles: string[] = [];
+    const state = new Map<string, "open" | "done">();
+    const visit = (file: string, path: string[]): void => {
+      if (state.get(file) === "done") return;
+      if (state.get(file) === "open") {
+        cycles.push([...path.slice(path.indexOf(file)), file].join(" -> "));
+        return;
+      }
+      state.set(file, "open");
+      for (const target of graph.get(file) ?? []) visit(target, [...path, file]);
+      state.set(file, "done");
+    };
+    for (const file of files) visit(file, []);
+    expect(cycles).toEqual([]);
+  });
+});
