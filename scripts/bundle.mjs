@@ -1,12 +1,11 @@
 // Second build step (after tsc): rebundles every dist/**/*.js entry in place, with the runtime
 // dependencies pulled into shared chunks. Each dist file keeps its path and exports, and shared
 // code lives in one chunk, so `node dist/http.js` and anything importing dist modules see one
-// copy of each class. Why: loading hundreds of small node_modules files was about a third of
-// cold start (see BENCHMARKS.md). Kept external: packages that read files relative to their own
-// install directory at run time (gRPC protos, pino's worker transports), and iconv-lite, whose
-// ~480 KB of code-page tables body-parser only needs for non-UTF-8 bodies: bundled, V8 had to
-// compile them into the Express chunk at every start (about 20 ms); from node_modules they stay
-// behind lazy require() calls, as they are for Express itself. Ajv is left out too: the SDK's
+// copy of each class. A start loads a few chunks, never hundreds of small node_modules files
+// (docs/performance.md). Kept external: packages that read files relative to their own install
+// directory at run time (gRPC protos, pino's worker transports), and iconv-lite, whose code-page
+// tables body-parser needs only for non-UTF-8 bodies: from node_modules they stay behind lazy
+// require() calls instead of being compiled into the Express chunk at every start. Ajv is left out too: the SDK's
 // provider is swapped for scripts/lazy-ajv.mjs, which loads it on first use.
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";

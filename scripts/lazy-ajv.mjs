@@ -1,7 +1,7 @@
 // Bundled in place of the SDK's Ajv provider (see bundle.mjs). The SDK's `Server` imports Ajv
 // statically only to build a default validator; this service always passes its own, and needs
-// JSON Schema validation only for elicitation answers over stdio. So Ajv (about 100 KB of code,
-// 25-50 ms of every start) is loaded from node_modules, synchronously, the first time a
+// JSON Schema validation only for elicitation answers over stdio. So Ajv is never part of the
+// start: it is loaded from node_modules, synchronously, the first time a
 // validator is asked for, through the SDK's own CommonJS build of the same provider.
 import { createRequire } from "node:module";
 

@@ -28,7 +28,7 @@ const schema = z.object({
     .string()
     .min(1)
     .default(fileURLToPath(new URL("../keys.json", import.meta.url))),
-  // Key source (issue 4): file for local use, Secret Manager on Cloud Run.
+  // Key source: file for local use, Secret Manager on Cloud Run.
   KORRAL_KEY_SOURCE: z.enum(["file", "secret-manager"]).default("file"),
   /**
    * The project of the store secrets and of `logging.googleapis.com/trace` in HTTP-mode log lines.
@@ -97,7 +97,7 @@ const schema = z.object({
    * `desktop` (the MCP Bundle's setting): the StoreLink at STORELINK_URL, or the embedded demo
    * when the buyer left it empty, whatever NODE_ENV the desktop's environment carries.
    * `embedded`: run the seeded in-memory StoreLink on purpose. Needed only with
-   * NODE_ENV=production, where a missing STORELINK_URL is otherwise refused (issue 13).
+   * NODE_ENV=production, where a missing STORELINK_URL is otherwise refused.
    */
   KORRAL_STORELINK: z
     .enum(["embedded", "desktop"], { error: 'must be "embedded" or "desktop" (or unset)' })
@@ -208,7 +208,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   if (production && c.STORELINK_URL === undefined && c.KORRAL_STORELINK === undefined) {
-    // One line, said once: the accidental demo deployment (issue 13) never starts.
+    // One line, said once: an accidental demo deployment never starts.
     throw new ConfigError(
       "Invalid configuration: STORELINK_URL: required when NODE_ENV=production; set it to StoreLink's base URL (or set KORRAL_STORELINK=embedded to run the seeded demo StoreLink on purpose)",
     );

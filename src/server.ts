@@ -53,8 +53,8 @@ export const INSTRUCTIONS =
 // Built once per process: the tool listing and the validator the SDK would otherwise build per server.
 export const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
 const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
-// Only elicitation responses are checked with it (rare: a write on a client that can elicit), so
-// Ajv is built on first use rather than at startup, where it cost tens of milliseconds.
+// Only elicitation responses are checked with it (a write on a client that can elicit), so Ajv
+// is built on first use, never at startup.
 let ajv: AjvJsonSchemaValidator | undefined;
 const SHARED_VALIDATOR: jsonSchemaValidator = {
   getValidator(schema) {
@@ -140,8 +140,8 @@ export async function callTool(
   let error: string | null = null;
   let asking = false;
   try {
-    // Spelled out rather than spread (a fixed-shape literal is measurably cheaper per call); the
-    // type makes every field of ToolContext required here, so a new one cannot be forgotten.
+    // Spelled out rather than spread (one fixed shape per call); the type makes every field of
+    // ToolContext required here, so a new one cannot be forgotten.
     const ctx: { [K in keyof Required<ToolContext>]: ToolContext[K] } = {
       storelink: deps.storelink,
       keys: deps.keys,

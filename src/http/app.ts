@@ -18,6 +18,9 @@ import { ServerPool } from "./server-pool.js";
 
 export const JSON_BODY_LIMIT = "256kb";
 
+/** The health answer's paths: the probes' and one Cloud Run's front end never reserves. */
+export const HEALTH_PATHS = ["/healthz", "/health"];
+
 const isClientError = (error: unknown): error is { status: number } => {
   const status = (error as { status?: unknown } | null)?.status;
   return typeof status === "number" && status >= 400 && status < 500;
@@ -160,7 +163,9 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     version: SERVER_VERSION,
     ...(options.storelink === undefined ? {} : { storelink: options.storelink }),
   };
-  app.get("/healthz", (_req, res) => {
+  // /healthz for the container's probes; /health for checks through the service URL, since
+  // Cloud Run's front end reserves some paths ending in "z" and may never pass /healthz on.
+  app.get(HEALTH_PATHS, (_req, res) => {
     res.json(health);
   });
 

@@ -14,8 +14,8 @@ export function rpcError(res: Response, status: number, code: number, message: s
  */
 export function hostGuard(allowedHosts: readonly string[]) {
   const allowed = hostAllowedBy(allowedHosts);
-  // Verdicts by raw header: clients send the same Host every time, and parsing it as a URL was
-  // a measurable share of the request path. Bounded, so varied junk cannot grow it.
+  // Verdicts by raw header: clients send the same Host every time, so it is parsed as a URL once.
+  // Bounded, so varied junk cannot grow it.
   const verdicts = new Map<string, boolean>();
   const isAllowed = (header: string): boolean => {
     let verdict = verdicts.get(header);

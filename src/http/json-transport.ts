@@ -29,17 +29,16 @@ const CANCELLED = Symbol("cancelled");
 /**
  * The stateless, JSON-response POST path of the SDK's streamable HTTP transport
  * (`StreamableHTTPServerTransport` with `sessionIdGenerator: undefined, enableJsonResponse: true`),
- * written straight onto Node's request and response. The SDK version converts every request to a
- * WHATWG Request and every answer back from a WHATWG Response (via @hono/node-server and undici),
- * which cost more CPU than the protocol work itself. The checks, status codes and bodies below
+ * written straight onto Node's request and response, with no conversion to a WHATWG Request and
+ * back (docs/performance.md says what that buys). The checks, status codes and bodies below
  * mirror the SDK's `handlePostRequest` (1.32) one for one (test/http/transport.test.ts holds
  * them), except that: a body nested deeper than MAX_BODY_DEPTH and a batch that repeats a request
  * id are refused; a request cancelled in its own batch is not waited for; and a client's
  * responses are not dispatched (see `handle`).
  *
  * A transport stays connected to its server and answers one POST at a time (`handle`, then `end`),
- * so the server is not reconnected per request: connecting and closing a `Protocol` cost about a
- * tenth of the request path (closing builds an `McpError` with a stack every time).
+ * so the server is never reconnected per request (closing a `Protocol` builds an `McpError` with
+ * a stack every time).
  */
 export class NodeJsonTransport implements Transport {
   onclose?: () => void;
@@ -110,8 +109,8 @@ export class NodeJsonTransport implements Transport {
       this.fail(400, -32700, "Parse error: Invalid JSON-RPC message");
       return;
     }
-    // The method test first: a failed zod parse builds its issues, which cost more than the rest
-    // of this function; only an "initialize" can pass the full check.
+    // The method test first, so only an "initialize" pays for the full check (a failed zod parse
+    // builds its issue list).
     let initialize = false;
     let cancels = false;
     for (const m of messages) {

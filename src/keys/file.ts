@@ -156,9 +156,9 @@ function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
 const CHUNK = 16 * 1024;
 
 /**
- * The file's text, read with open, read and close on the callback API: `fs.promises.readFile`
- * costs about four times the CPU per read on Node 20 (a FileHandle, an fstat and a promise per
- * step), and this runs on every tool call. A read shorter than asked is the end of a regular
+ * The file's text, read with open, read and close on the callback API rather than
+ * `fs.promises.readFile` (a FileHandle, an fstat and a promise per step), since this runs on every
+ * tool call. A read shorter than asked is the end of a regular
  * file, so a lookup waits for two trips to the thread pool (open, read), not five.
  */
 function readWhole(path: string): Promise<string> {

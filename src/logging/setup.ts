@@ -12,7 +12,7 @@ export type Transport = "stdio" | "http";
  * Whether HTTP mode copies every trace and audit record to stdout as a Cloud Logging line: in
  * production when stdout is not a terminal (Cloud Run collects it), and whenever the log files
  * are off, so the records always land somewhere. Locally stdout stays quiet: the records are in
- * `log/`, and one JSON line per call would flood the terminal of `npm run serve` (issue 13).
+ * `log/`, and one JSON line per call would flood the terminal of `npm run serve`.
  */
 export function structuredStdout(
   config: Pick<Config, "production" | "logFiles">,

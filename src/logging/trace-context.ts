@@ -13,8 +13,8 @@ export function setTraceProject(projectId: string | undefined): void {
 }
 
 /**
- * The trace fields of one HTTP request, passed explicitly to whatever logs on its behalf. (Not
- * AsyncLocalStorage: on Node 20 its promise hooks cost about a third of the request path's CPU.)
+ * The trace fields of one HTTP request, passed explicitly to whatever logs on its behalf, never
+ * through AsyncLocalStorage (its promise hooks tax every request; docs/performance.md).
  */
 export function traceFieldsOf(headers: Record<string, string | string[] | undefined>): TraceFields {
   return traceFieldsFromHeaders(headers, traceProject);

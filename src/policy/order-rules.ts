@@ -1,4 +1,4 @@
-/** The spec's rules for `reason` and for order quantity, as pure functions. */
+/** The spec's rules for a write's `reason` and quantity, as pure functions. */
 
 export const REASON_MIN_CHARS = 12;
 export const REASON_MIN_WORDS = 3;
@@ -80,12 +80,4 @@ export function reasonProblem(reason: string): string | null {
   }
   if (words.length < REASON_MIN_WORDS) return `reason has fewer than ${REASON_MIN_WORDS} words`;
   return null;
-}
-
-export type GapReading = "shortfall" | "knife_edge" | "covered";
-
-/** `gap = units_sold_last_24h - on_hand`: a 24-hour arithmetic signal, not a forecast. */
-export function gapOf(onHand: number, soldLast24h: number): { gap: number; reading: GapReading } {
-  const gap = soldLast24h - onHand;
-  return { gap, reading: gap > 0 ? "shortfall" : gap === 0 ? "knife_edge" : "covered" };
 }

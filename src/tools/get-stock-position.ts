@@ -1,11 +1,11 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
 import { errorBodySchema, ToolError, toToolError } from "../errors.js";
-import { gapOf } from "../policy/order-rules.js";
 import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
 import { CALL_ORDER, GAP_SEMANTICS, NOT_SUPPORTED } from "./boundaries.js";
 import { skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
 import { defineTool } from "./define.js";
+import { gapOf } from "./gap.js";
 
 const MAX_STORES = 50;
 

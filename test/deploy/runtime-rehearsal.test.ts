@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
@@ -14,9 +14,10 @@ import { freePort } from "../helpers/spawn.js";
 /**
  * Rehearses the Dockerfile's runtime stage and DEPLOYMENT.md without Docker or Google Cloud:
  * package.json + package-lock.json + dist/ in an empty directory, `npm ci --omit=dev`, then
- * `node dist/http.js` started with the image's ENV and the environment DEPLOYMENT.md's section 4
+ * `node dist/http.js` started with the image's ENV and the environment DEPLOYMENT.md's section 5
  * gives the service (read from the document, with the StoreLink emulator standing in for
- * StoreLink), and section 8's smoke test run against it. A runtime dependency left in devDependencies fails here, as it would in the
+ * StoreLink, and a fabricated CA certificate for the internal CA mounted from Secret Manager), and
+ * section 9's smoke test run against it. A runtime dependency left in devDependencies fails here, as it would in the
  * image. When the tests run as root, the server runs as `nobody` over root-owned, read-only
  * files, as the image's `node` user does.
  */
@@ -61,14 +62,16 @@ const unquote = (value: string): string =>
   value.replace(/^"(.*)"$/, "$1").replace(/^'(.*)'$/, "$1");
 
 /**
- * Follows DEPLOYMENT.md from its first line to the end of section 4, as an operator would:
+ * Follows DEPLOYMENT.md from its first line to the end of section 5, as an operator would:
  * every `export` in order (the command substitutions, which ask Google Cloud, are answered by
  * `answers`), then the deploy command's variables and the update that follows it.
  */
 function serviceEnvFromDeploymentMd(answers: Record<string, string>) {
-  const lines = shellLines(read("DEPLOYMENT.md"), "# Deploying", "## 5.");
+  const lines = shellLines(read("DEPLOYMENT.md"), "# Deploying", "## 6.");
   const vars: Record<string, string> = {};
   let env: Record<string, string> | undefined;
+  /** Secrets mounted as files (`/path=secret:version`), by path. */
+  const mounts: string[] = [];
   for (const line of lines) {
     const exported = /^export ([A-Z_]+)=(.*?)(\s+#.*)?$/.exec(line);
     if (exported) {
@@ -82,14 +85,15 @@ function serviceEnvFromDeploymentMd(answers: Record<string, string>) {
     const secrets = /^gcloud run deploy .*--set-secrets=(\S+)/.exec(line);
     if (secrets && env) {
       for (const name of Object.keys(envVarsOf(secrets[1] as string))) {
-        env[name] = randomBytes(36).toString("base64");
+        if (name.startsWith("/")) mounts.push(name);
+        else env[name] = randomBytes(36).toString("base64");
       }
     }
     const update = /^gcloud run services update .*--update-env-vars=("[^"]*"|\S+)/.exec(line);
     if (update && env) Object.assign(env, envVarsOf(expand(unquote(update[1] as string), vars)));
   }
-  if (!env) throw new Error("DEPLOYMENT.md section 4 has no gcloud run deploy --set-env-vars");
-  return { env, vars };
+  if (!env) throw new Error("DEPLOYMENT.md section 5 has no gcloud run deploy --set-env-vars");
+  return { env, vars, mounts };
 }
 
 /** The runtime stage's `ENV` instruction, as the image sets it. */
@@ -180,8 +184,19 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     emulator = await startEmulatorProcess();
     answers.STORELINK_URL = emulator.url;
     deployed = serviceEnvFromDeploymentMd(answers);
+    // Each secret mounted as a file (the internal CA) lands under the work directory, and the
+    // variables that name its path are pointed there.
+    for (const path of deployed.mounts) {
+      const file = join(work, "mounted", path);
+      await mkdir(dirname(file), { recursive: true, mode: 0o755 });
+      await cp(join(root, "test/fixtures/internal-ca.pem"), file);
+      await chmod(file, 0o644);
+      for (const [name, value] of Object.entries(deployed.env)) {
+        if (value === path) deployed.env[name] = file;
+      }
+    }
 
-    // The store keys: what Secret Manager would hold (store 128 has no secret, as in section 8).
+    // The store keys: what Secret Manager would hold (store 128 has no secret, as in section 9).
     const keys: Record<string, string> = { ...SEED_ACCEPTED_KEYS };
     delete keys["128"];
     const keysFile = join(work, "keys.json");
@@ -239,6 +254,15 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     ]);
   });
 
+  it("section 5: node trusts the internal CA mounted from Secret Manager, without a warning", () => {
+    expect(deployed.mounts).toEqual(["/etc/korral-ca/storelink-ca.pem"]);
+    expect(serverEnv.NODE_EXTRA_CA_CERTS).toBe(
+      join(work, "mounted", "/etc/korral-ca/storelink-ca.pem"),
+    );
+    // A path node cannot load is said on stderr at start ("Ignoring extra certs from ...").
+    expect(stderr).not.toMatch(/extra certs/i);
+  });
+
   it("installed no development dependency", () => {
     const modules = join(work, "app/node_modules");
     for (const dev of ["typescript", "vitest", "tsx", "@biomejs/biome", "supertest"]) {
@@ -275,12 +299,12 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     ]);
   });
 
-  it("section 8: /healthz answers as the document shows, naming StoreLink's host", async () => {
+  it("section 9: /health answers as the document shows, naming StoreLink's host", async () => {
     const doc = read("DEPLOYMENT.md");
-    const shown = /curl -sS "\$URL\/healthz".*\n# (\{.*\})/.exec(doc)?.[1];
-    expect(shown, "DEPLOYMENT.md shows the /healthz answer").toBeDefined();
+    const shown = /curl -sS "\$URL\/health".*\n# (\{.*\})/.exec(doc)?.[1];
+    expect(shown, "DEPLOYMENT.md shows the /health answer").toBeDefined();
     const expected = JSON.parse(shown as string) as Record<string, string>;
-    const res = await requestAs(port, RUN_HOST, "GET", "/healthz");
+    const res = await requestAs(port, RUN_HOST, "GET", "/health");
     expect(res.status).toBe(200);
     const health = JSON.parse(res.text) as Record<string, string>;
     expect(Object.keys(health)).toEqual(Object.keys(expected));
@@ -289,7 +313,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     expect(stderr).toContain(`"storelink":"${new URL(emulator.url).host}"`);
   });
 
-  it("section 8: the documented tools/call reads live stock from StoreLink, per store", async () => {
+  it("section 9: the documented tools/call reads live stock from StoreLink, per store", async () => {
     const doc = read("DEPLOYMENT.md");
     const body = /curl -sS -X POST "\$URL\/mcp"[\s\S]*?-d '(\{.*\})'/.exec(doc)?.[1];
     expect(body, "DEPLOYMENT.md's smoke test posts a tools/call").toBeDefined();

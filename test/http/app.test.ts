@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { defaultDeps } from "../../src/deps.js";
-import { createApp } from "../../src/http/app.js";
+import { createApp, HEALTH_PATHS } from "../../src/http/app.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 
@@ -20,6 +20,17 @@ describe("HTTP transport", () => {
     expect(res.status).toBe(200);
     expect(res.headers["content-type"]).toMatch(/application\/json/);
     expect(res.body.status).toBe("ok");
+  });
+
+  it("answers /health, the path for checks through Cloud Run's URL, exactly as /healthz", async () => {
+    const target = app();
+    const [probe, check] = await Promise.all([
+      request(target).get("/healthz"),
+      request(target).get("/health"),
+    ]);
+    expect(check.status).toBe(200);
+    expect(check.body).toEqual(probe.body);
+    expect(HEALTH_PATHS.every((path) => !path.endsWith("z") || path === "/healthz")).toBe(true);
   });
 
   it("initializes statelessly: no session id is issued", async () => {

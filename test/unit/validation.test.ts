@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { gapOf, REASON_PLACEHOLDERS, reasonProblem } from "../../src/policy/order-rules.js";
+import { REASON_PLACEHOLDERS, reasonProblem } from "../../src/policy/order-rules.js";
+import { gapOf } from "../../src/tools/gap.js";
 
 describe("reason validation (the spec's five rules)", () => {
   it.each([

@@ -1,9 +1,9 @@
 import { withStoreKey } from "../../auth.js";
 import { auditRecord } from "../../policy/audit.js";
 import { refuseIfFull } from "../../policy/order-cap.js";
-import { gapOf } from "../../policy/order-rules.js";
 import type { Sku, StockReading, Store } from "../../storelink/client.js";
 import type { ToolContext } from "../define.js";
+import { gapOf } from "../gap.js";
 import type { OrderInput, OrderOutput } from "./schema.js";
 
 export const describeStock = (s: StockReading): string => {
