@@ -165,7 +165,7 @@ describe(".dockerignore", () => {
 describe("the documentation quotes the Dockerfile's CMD as it is", () => {
   const cmd = all(runtime, "CMD")[0]?.args ?? "";
 
-  it.each(["README.md", "DEPLOYMENT.md"])(
+  it.each(["docs/configuration.md", "DEPLOYMENT.md"])(
     "every CMD quote in %s equals the Dockerfile's",
     (file) => {
       // Quotes may wrap across lines in the prose: join whitespace runs before comparing.

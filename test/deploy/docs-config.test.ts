@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 
-/** Every variable config.ts reads is documented in README and DEPLOYMENT.md (and no stale ones). */
+/** Every variable config.ts reads is documented in docs/configuration.md and DEPLOYMENT.md (and no stale ones). */
 const root = join(import.meta.dirname, "../..");
 const read = (file: string) => readFileSync(join(root, file), "utf8");
 
@@ -24,7 +24,7 @@ function tableVariables(file: string, heading: string): string[] {
   return [...section.matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1] as string);
 }
 const TABLES: [string, string][] = [
-  ["README.md", "## Configuration"],
+  ["docs/configuration.md", "## Variables"],
   ["DEPLOYMENT.md", "### Environment variables"],
 ];
 

@@ -8,7 +8,7 @@ import { TOOL_NAMES } from "../../src/tools/names.js";
 import { HERO_STORE_47, type Launch, runDemoFlow } from "./demo-flow.js";
 
 /**
- * Every desktop snippet in the README's "From a clone" section, run as written: the placeholder
+ * Every desktop snippet in docs/clients.md's "From a clone" section, run as written: the placeholder
  * replaced by this checkout's path, exactly the snippet's command, arguments and env, started by
  * the SDK client from a directory that is not the repository (as Claude Desktop and Claude Code
  * do), through the demo flow. The setup step the section asks for (a built dist/, npm test builds
@@ -19,7 +19,7 @@ const PLACEHOLDER = "/absolute/path/to/korral-storelink-mcp";
 
 function section(markdown: string, heading: string): string {
   const start = markdown.indexOf(`\n${heading}\n`);
-  if (start < 0) throw new Error(`README has no "${heading}" section`);
+  if (start < 0) throw new Error(`docs/clients.md has no "${heading}" section`);
   const next = markdown.slice(start + heading.length + 2).search(/\n#{2,3} /);
   return next < 0
     ? markdown.slice(start)
@@ -72,8 +72,8 @@ function fromClaudeCode(line: string): Snippet {
   return { name, launch: { command, args, env } };
 }
 
-const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-const fromClone = section(readme, "### From a clone");
+const clients = readFileSync(join(ROOT, "docs/clients.md"), "utf8");
+const fromClone = section(clients, "## From a clone");
 const snippets: Snippet[] = [
   ...codeBlocks(fromClone, "json").flatMap(fromJson),
   ...codeBlocks(fromClone, "bash")
@@ -82,7 +82,7 @@ const snippets: Snippet[] = [
     .map(fromClaudeCode),
 ];
 
-describe("README desktop snippets, run as written from another directory", () => {
+describe("docs/clients.md desktop snippets, run as written from another directory", () => {
   let cwd: string;
   let createdKeys = false;
   const keysFile = join(ROOT, "keys.json");
