@@ -133,7 +133,7 @@ export type Config = Readonly<{
   orderCapPerHour: number;
   elicitConfirmation: boolean;
   requireConfirmation: boolean;
-  /** Unset: each process draws its own (see request-state.ts). */
+  /** Unset: each process draws its own (see policy/request-state.ts). */
   requestStateKey: string | undefined;
   storelinkUrl: string | undefined;
   storelinkTimeoutMs: number;

@@ -11,7 +11,7 @@ import type { ServerDeps } from "./tools/define.js";
 
 /**
  * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT,
- * waiting up to `config.shutdownGraceMs` for requests and tool calls (shutdown.ts). `afterClose`
+ * waiting up to `config.shutdownGraceMs` for requests and tool calls (lifecycle/shutdown.ts). `afterClose`
  * runs once they are done, or the grace is over (flush the logs there).
  */
 export function serve(

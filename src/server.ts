@@ -86,7 +86,7 @@ export interface CallOptions {
   elicit?: Elicit;
   /** A 2026-07-28 request whose client can be asked through input_required. */
   rounds?: Rounds;
-  /** Keys the rate limit: the identity the HTTP app derived (caller.ts), else the stdio client. */
+  /** Keys the rate limit: the identity the HTTP app derived (http/caller.ts), else the stdio client. */
   caller?: string;
   /** The HTTP request's Cloud Trace fields, carried onto its log lines. */
   traceFields?: TraceFields;

@@ -40,7 +40,7 @@ async function main(): Promise<void> {
 
   // The end of stdin is the end of the session, but not of the work already asked for: every
   // request read is answered, and every tool call (a write above all) finishes and is audited,
-  // within the grace period (shutdown.ts).
+  // within the grace period (lifecycle/shutdown.ts).
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;

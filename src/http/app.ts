@@ -43,7 +43,7 @@ export interface AppOptions {
   modernFastReads?: boolean;
 }
 
-/** A POST for the 2026-07-28 side (see modern.ts), read from its body and MCP headers. */
+/** A POST for the 2026-07-28 side (see mcp/modern.ts), read from its body and MCP headers. */
 function isModernPost(req: Request): boolean {
   const header = (name: string): string | undefined => {
     const value = req.headers[name];

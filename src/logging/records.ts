@@ -52,7 +52,7 @@ export interface CallRecorder {
   audit(record: AuditRecord, context?: TraceFields): Promise<void>;
   /**
    * A write is being handed to StoreLink (synchronously durable, before it is sent): its audit
-   * line, keyed by the same request id, is its outcome. See intents.ts.
+   * line, keyed by the same request id, is its outcome. See logging/intents.ts.
    */
   intend?(requestId: string, fields: IntentFields, context?: TraceFields): void;
 }

@@ -66,7 +66,7 @@ export interface ToolContext extends ServerDeps {
   rounds?: Rounds;
   /** Called as the write is handed to StoreLink: an abandoned write is uncertain from then on. */
   onSend?: () => void;
-  /** Who is calling, for the per-caller rate limit (see caller.ts). */
+  /** Who is calling, for the per-caller rate limit (see http/caller.ts). */
   caller: string;
   /** The HTTP request's Cloud Trace fields ({} over stdio), for log lines made on its behalf. */
   traceFields: TraceFields;
