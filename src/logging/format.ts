@@ -1,4 +1,4 @@
-import type { AuditRecord, TraceRecord } from "./records.js";
+import type { AuditRecord, IntentFields, TraceRecord } from "./records.js";
 import { capText, redact, redactCapped, redactText } from "./redact.js";
 
 /**
@@ -102,7 +102,10 @@ export function formatAuditFields(r: AuditRecord): string {
 }
 
 /** The audit line's `key=value` part: the order, who asked, and why (already redacted). */
-export function formatOrderFields(r: AuditRecord): string {
+export function formatOrderFields(
+  r: Pick<AuditRecord, "store_id" | "sku" | "quantity" | "request_id" | "reason"> &
+    Partial<Pick<AuditRecord, "confirmed" | "detail">>,
+): string {
   const parts = [
     `store=${bareOrQuoted(r.store_id)}`,
     `sku=${bareOrQuoted(r.sku)}`,
@@ -113,4 +116,20 @@ export function formatOrderFields(r: AuditRecord): string {
   if (r.detail !== undefined) parts.push(`detail=${quote(r.detail)}`);
   parts.push(`reason=${r.reason === null ? "-" : quote(r.reason)}`);
   return parts.join(" ");
+}
+
+/** An intent's fields as written: redacted as the audit line of a sent write is. */
+export function redactIntent(
+  requestId: string,
+  fields: IntentFields,
+): IntentFields & { request_id: string } {
+  const text = (value: unknown): string | null =>
+    typeof value === "string" ? redactText(value) : null;
+  return {
+    request_id: redactText(String(requestId)),
+    store_id: text(fields.store_id),
+    sku: text(fields.sku),
+    quantity: typeof fields.quantity === "number" ? fields.quantity : null,
+    reason: text(fields.reason),
+  };
 }

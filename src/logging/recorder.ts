@@ -4,6 +4,7 @@ import {
   formatAuditFields,
   formatOrderFields,
   redactAudit,
+  redactIntent,
   redactTrace,
 } from "./format.js";
 import { IntentJournal } from "./intents.js";
@@ -104,24 +105,15 @@ export function createRecorder(options: RecorderOptions): Recorder {
         // Without files (Cloud Run, whose disk dies with the instance), the intent is a log entry
         // of its own: an INTENT without an audit entry of the same req is a write a kill cut off.
         if (emit && !journal) {
-          const r = redactAudit({
-            ts: new Date().toISOString(),
-            outcome: "UNCERTAIN",
-            order_id: null,
-            ...fields,
-            request_id: requestId,
-          });
-          const { store_id, sku, quantity, reason } = r;
+          const r = redactIntent(requestId, fields);
           emit(
             {
               severity: "NOTICE",
               message: `INTENT ${formatOrderFields(r)}`,
               log_type: "intent",
-              time: r.ts,
+              time: new Date().toISOString(),
             },
-            escapeLineTerminators(
-              JSON.stringify({ request_id: requestId, store_id, sku, quantity, reason }),
-            ),
+            escapeLineTerminators(JSON.stringify(r)),
             context,
             true,
           );
