@@ -1,5 +1,5 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
 import { defaultDeps } from "../deps.js";
 import { requestLogging } from "../logging/http-middleware.js";
@@ -8,23 +8,22 @@ import { traceFieldsOf } from "../logging/trace-context.js";
 import { isModern } from "../mcp/modern.js";
 import { callTool, createServer, SERVER_NAME, SERVER_VERSION } from "../server.js";
 import type { ServerDeps } from "../tools/define.js";
+import {
+  bodyRefusals,
+  JSON_BODY_LIMIT,
+  MAX_BODY_DEPTH,
+  TOO_DEEP,
+  tooDeep,
+} from "./body-refusals.js";
 import { callerOf } from "./caller.js";
 import { hostGuard, originGuard, rpcError } from "./guards.js";
 import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
-import { MAX_BODY_DEPTH, TOO_DEEP, tooDeep } from "./json-transport.js";
 import { modernHttpHandler } from "./modern-handler.js";
 import { type FastRead, fastReadAnswer, fastReadOf } from "./modern-reads.js";
 import { ServerPool } from "./server-pool.js";
 
-export const JSON_BODY_LIMIT = "256kb";
-
 /** The health answer's paths: the probes' and one Cloud Run's front end never reserves. */
 export const HEALTH_PATHS = ["/healthz", "/health"];
-
-const isClientError = (error: unknown): error is { status: number } => {
-  const status = (error as { status?: unknown } | null)?.status;
-  return typeof status === "number" && status >= 400 && status < 500;
-};
 
 export interface AppOptions {
   /**
@@ -179,21 +178,6 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     rpcError(res, 404, -32601, "Not found: the MCP endpoint is POST /mcp.");
   });
 
-  // Body-parser failures and anything unexpected: JSON-RPC bodies, never an HTML page or a stack.
-  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const type = (error as { type?: string }).type;
-    if (type === "entity.parse.failed") {
-      rpcError(res, 400, -32700, "Parse error: the request body is not valid JSON.");
-    } else if (type === "entity.too.large") {
-      rpcError(res, 413, -32600, `Request body larger than ${JSON_BODY_LIMIT}.`);
-    } else if (isClientError(error)) {
-      // Other body-parser refusals (unsupported charset or content-encoding, a bad gzip stream):
-      // the client's fault, so its 4xx, never a 500.
-      rpcError(res, error.status, -32600, "Bad request: send a UTF-8 JSON-RPC body.");
-    } else {
-      opsLog.error({ err: error }, "HTTP request failed");
-      rpcError(res, 500, -32603, "Internal server error");
-    }
-  });
+  app.use(bodyRefusals);
   return app;
 }

@@ -12,16 +12,7 @@ import {
   type RequestId,
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "@modelcontextprotocol/sdk/types.js";
-
-/**
- * How deep a POST body may nest (the batch array counts as one level). MCP messages need a
- * handful of levels; the limit only has to keep every later walk of the body (the SDK's, zod's,
- * JSON.stringify in an error message, the trace's) far from the stack's end.
- */
-export const MAX_BODY_DEPTH = 64;
-
-/** The refusal of a body nested deeper than MAX_BODY_DEPTH (400, -32600), in both eras. */
-export const TOO_DEEP = `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`;
+import { MAX_BODY_DEPTH, TOO_DEEP, tooDeep } from "./body-refusals.js";
 
 /** An answer slot of a request the same POST cancelled: it is not waited for, nor delivered. */
 const CANCELLED = Symbol("cancelled");
@@ -246,25 +237,3 @@ export class NodeJsonTransport implements Transport {
 }
 
 const parseMessage = (m: unknown): JSONRPCMessage => JSONRPCMessageSchema.parse(m);
-
-/**
- * Whether `value` nests more than `limit` arrays and objects deep. Recursive, but never deeper
- * than `limit`, so it cannot overflow the stack itself; no allocation (for...in, not
- * Object.keys), no call for a primitive: about 0.25 us for a typical tools/call body.
- */
-export function tooDeep(value: unknown, limit: number): boolean {
-  if (value === null || typeof value !== "object") return false;
-  if (limit === 0) return true;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const item: unknown = value[i];
-      if (item !== null && typeof item === "object" && tooDeep(item, limit - 1)) return true;
-    }
-    return false;
-  }
-  for (const key in value) {
-    const item = (value as Record<string, unknown>)[key];
-    if (item !== null && typeof item === "object" && tooDeep(item, limit - 1)) return true;
-  }
-  return false;
-}

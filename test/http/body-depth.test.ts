@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { createApp, JSON_BODY_LIMIT } from "../../src/http/app.js";
-import { MAX_BODY_DEPTH } from "../../src/http/json-transport.js";
+import { createApp } from "../../src/http/app.js";
+import { JSON_BODY_LIMIT, MAX_BODY_DEPTH } from "../../src/http/body-refusals.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";

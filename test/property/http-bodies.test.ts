@@ -4,7 +4,7 @@ import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { createApp } from "../../src/http/app.js";
-import { MAX_BODY_DEPTH } from "../../src/http/json-transport.js";
+import { MAX_BODY_DEPTH } from "../../src/http/body-refusals.js";
 import {
   anyValue,
   arbitraryArgs,

@@ -1,0 +1,70 @@
+import type { NextFunction, Request, Response } from "express";
+import { opsLog } from "../logging/ops.js";
+import { rpcError } from "./guards.js";
+
+/**
+ * What a POST body may be, and the refusals of one that is not: too large, not JSON, not UTF-8,
+ * nested too deep. Every refusal is a JSON-RPC error body with a 4xx, in both protocol eras.
+ */
+
+/** The largest body express.json accepts (413 beyond). */
+export const JSON_BODY_LIMIT = "256kb";
+
+/**
+ * How deep a POST body may nest (the batch array counts as one level). MCP messages need a
+ * handful of levels; the limit only has to keep every later walk of the body (the SDK's, zod's,
+ * JSON.stringify in an error message, the trace's) far from the stack's end.
+ */
+export const MAX_BODY_DEPTH = 64;
+
+/** The refusal of a body nested deeper than MAX_BODY_DEPTH (400, -32600), in both eras. */
+export const TOO_DEEP = `Invalid Request: JSON nested deeper than ${MAX_BODY_DEPTH} levels`;
+
+/**
+ * Whether `value` nests more than `limit` arrays and objects deep. Recursive, but never deeper
+ * than `limit`, so it cannot overflow the stack itself; no allocation (for...in, not
+ * Object.keys), no call for a primitive.
+ */
+export function tooDeep(value: unknown, limit: number): boolean {
+  if (value === null || typeof value !== "object") return false;
+  if (limit === 0) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (item !== null && typeof item === "object" && tooDeep(item, limit - 1)) return true;
+    }
+    return false;
+  }
+  for (const key in value) {
+    const item = (value as Record<string, unknown>)[key];
+    if (item !== null && typeof item === "object" && tooDeep(item, limit - 1)) return true;
+  }
+  return false;
+}
+
+const isClientError = (error: unknown): error is { status: number } => {
+  const status = (error as { status?: unknown } | null)?.status;
+  return typeof status === "number" && status >= 400 && status < 500;
+};
+
+/** Body-parser failures and anything unexpected: JSON-RPC bodies, never an HTML page or a stack. */
+export function bodyRefusals(
+  error: unknown,
+  _req: Request,
+  res: Response,
+  _next: NextFunction,
+): void {
+  const type = (error as { type?: string }).type;
+  if (type === "entity.parse.failed") {
+    rpcError(res, 400, -32700, "Parse error: the request body is not valid JSON.");
+  } else if (type === "entity.too.large") {
+    rpcError(res, 413, -32600, `Request body larger than ${JSON_BODY_LIMIT}.`);
+  } else if (isClientError(error)) {
+    // Other body-parser refusals (unsupported charset or content-encoding, a bad gzip stream):
+    // the client's fault, so its 4xx, never a 500.
+    rpcError(res, error.status, -32600, "Bad request: send a UTF-8 JSON-RPC body.");
+  } else {
+    opsLog.error({ err: error }, "HTTP request failed");
+    rpcError(res, 500, -32603, "Internal server error");
+  }
+}
