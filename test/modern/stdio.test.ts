@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { afterEach, describe, expect, it } from "vitest";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { tempWorkspace } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, toolCall } from "../helpers/rpc.js";
@@ -66,7 +67,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
       );
       cleanup.push(() => client.close());
       expect(client.getProtocolEra()).toBe("modern");
-      expect((await client.listTools()).tools).toHaveLength(4);
+      expect((await client.listTools()).tools).toHaveLength(TOOL_NAMES.length);
       const result = await client.callTool({
         name: "create_replenishment_order",
         arguments: ORDER,
@@ -168,7 +169,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     expect(byId.get(1).result.protocolVersion).toBe("2025-06-18");
     expect(byId.get(2).result.resultType).toBe("input_required");
     // The 2025 line after it is answered by the 2025 server (no resultType on that era).
-    expect(byId.get(3).result.tools).toHaveLength(4);
+    expect(byId.get(3).result.tools).toHaveLength(TOOL_NAMES.length);
     expect(byId.get(3).result.resultType).toBeUndefined();
     expect(await auditLines(ws.logDir)).toEqual([]);
   });

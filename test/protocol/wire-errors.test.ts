@@ -3,6 +3,7 @@ import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
 import { defaultDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
+import { TOOL_NAMES } from "../../src/tools/names.js";
 import { connect, type Harness, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { MCP_HEADERS } from "../helpers/rpc.js";
 
@@ -74,8 +75,7 @@ describe("JSON-RPC error messages on the wire carry no MCP error prefix", () => 
   it("keeps what the message says: the unknown tool is named with the available ones", async () => {
     const body = await rpc("tools/call", { name: "delete_order", arguments: {} });
     expect(body.error?.message).toBe(
-      "Unknown tool: delete_order. Available: lookup_sku, get_stock_position, " +
-        "create_replenishment_order, get_replenishment_status",
+      `Unknown tool: delete_order. Available: ${TOOL_NAMES.join(", ")}`,
     );
   });
 });
