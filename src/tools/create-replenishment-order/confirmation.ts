@@ -11,6 +11,12 @@ import { AskBuyer, type Rounds, type ToolContext } from "../define.js";
 import { amount, describeStock, readStock, readStockUnderCap } from "./preview.js";
 import type { OrderInput } from "./schema.js";
 
+/**
+ * Asking the buyer: what the dialog says, and how an answer counts, in both protocol eras (a 2025
+ * session's elicitation/create; a 2026-07-28 request's input_required rounds and signed state).
+ * Anything but an explicit yes sends nothing.
+ */
+
 /** How much of the reason the confirmation shows; the audit line keeps all of it. */
 export const CONFIRM_REASON_MAX_CHARS = 200;
 

@@ -6,11 +6,15 @@ import type { ToolContext } from "../define.js";
 import { gapOf } from "../gap.js";
 import type { OrderInput, OrderOutput } from "./schema.js";
 
+/** The live read, and the dry run that shows the buyer exactly what would be sent. */
+
+/** The stock in the words the buyer reads: `on_hand 3, 11 sold in the last 24h, gap +8`. */
 export const describeStock = (s: StockReading): string => {
   const { gap } = gapOf(s.on_hand, s.units_sold_last_24h);
   return `on_hand ${s.on_hand}, ${s.units_sold_last_24h} sold in the last 24h, gap ${gap > 0 ? "+" : ""}${gap}`;
 };
 
+/** `24 x Madeta butter 250g (SKU 8847291)`, or `5 kg of ...` for a SKU sold by weight. */
 export const amount = (quantity: number, item: Sku): string =>
   `${quantity}${item.unit === "kg" ? " kg of" : " x"} ${item.name} (SKU ${item.sku})`;
 
@@ -35,6 +39,7 @@ export async function readStockUnderCap(
   return stock;
 }
 
+/** dry_run: every check a real order runs, a PREVIEW audit line, and nothing submitted. */
 export async function preview(
   args: OrderInput,
   ctx: ToolContext,
