@@ -2,10 +2,10 @@ import type { ToolError } from "../errors.js";
 import type { AuditOutcome, AuditRecord, Confirmer } from "../logging/records.js";
 
 /**
- * The one place an audit record is built and its outcome decided: the write tool, a write
- * abandoned at shutdown (lifecycle/inflight.ts) and a write a killed process left behind
- * (lifecycle/recovery.ts) all write their line through here. What the line looks like on disk is
- * logging/format.ts; what it records, and when, is this module.
+ * The one place an audit record is built and its outcome decided: one builder per kind of line
+ * (submitted, previewed, refused, failed, abandoned at shutdown, left by a killed process), used
+ * by the write tool, lifecycle/inflight.ts and lifecycle/recovery.ts; none of them names an
+ * outcome. What the line looks like on disk is logging/format.ts; what it records is this module.
  */
 
 /** The audited fields of a write, read from arguments that may not have been validated. */
@@ -50,11 +50,15 @@ export type Stage = "checking" | "sent";
  * unexpected error (`internal`) is UNCERTAIN only once the write was handed to createOrder:
  * before that nothing can have been written.
  */
-export function failedOutcome(error: ToolError, stage: Stage): AuditOutcome {
+function failedOutcome(error: ToolError, stage: Stage): AuditOutcome {
   if (error.type === "outcome_unknown") return "UNCERTAIN";
   if (error.type === "internal" && stage === "sent") return "UNCERTAIN";
   return "REJECTED";
 }
+
+/** Whether a failed write may have created an order (it then counts against the cap). */
+export const mayHaveLanded = (error: ToolError, stage: Stage): boolean =>
+  failedOutcome(error, stage) === "UNCERTAIN";
 
 /** Why a write still running at StoreLink at the end of the shutdown grace is UNCERTAIN. */
 export const ABANDONED_DETAIL =
@@ -70,14 +74,14 @@ export const KILLED_DETAIL =
   "the server was stopped (killed) while the order was at StoreLink; it may or may not have been " +
   "created: check get_replenishment_status before resubmitting";
 
-export interface AuditExtras {
+interface AuditExtras {
   orderId?: string | null;
   detail?: string;
   confirmed?: Confirmer;
 }
 
 /** One audit record, stamped now. */
-export function auditRecord(
+function auditRecord(
   outcome: AuditOutcome,
   fields: OrderFields,
   requestId: string,
@@ -93,6 +97,35 @@ export function auditRecord(
     ...(confirmed === undefined ? {} : { confirmed }),
   };
 }
+
+/** A write StoreLink answered: a new order, or the original one for a retry (never a second CREATED). */
+export const submittedWrite = (
+  fields: OrderFields,
+  requestId: string,
+  orderId: string,
+  replayed: boolean,
+  confirmed: Confirmer,
+) => auditRecord(replayed ? "REPLAYED" : "CREATED", fields, requestId, { orderId, confirmed });
+
+/** A dry run that passed every check: nothing was submitted. */
+export const previewedWrite = (fields: OrderFields, requestId: string) =>
+  auditRecord("PREVIEW", fields, requestId);
+
+/** Arguments refused before the write ran (validation, the rate limit): nothing was sent. */
+export const refusedWrite = (fields: OrderFields, requestId: string, error: ToolError) =>
+  auditRecord("REJECTED", fields, requestId, { detail: error.message });
+
+/** A write that failed at `stage`: REJECTED or UNCERTAIN by `failedOutcome`. */
+export const failedWrite = (
+  fields: OrderFields,
+  requestId: string,
+  error: ToolError,
+  stage: Stage,
+  dryRun: boolean,
+) =>
+  auditRecord(failedOutcome(error, stage), fields, requestId, {
+    detail: dryRun ? `dry_run: ${error.message}` : error.message,
+  });
 
 /** A write abandoned at the end of the shutdown grace: UNCERTAIN once sent, else REJECTED. */
 export const abandonedWrite = (fields: OrderFields, requestId: string, sent: boolean) =>

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { HEALTH_PATHS } from "../../src/http/app.js";
 
 /** Every variable config.ts reads is documented in docs/configuration.md and DEPLOYMENT.md (and no stale ones). */
 const root = join(import.meta.dirname, "../..");
@@ -43,6 +44,25 @@ describe("configuration documentation", () => {
       // Node reads these itself.
       if (["NODE_ENV", "NODE_EXTRA_CA_CERTS"].includes(name) || ANNOUNCED.includes(name)) continue;
       expect(configVariables, name).toContain(name);
+    }
+  });
+});
+
+describe("health paths in DEPLOYMENT.md", () => {
+  const doc = read("DEPLOYMENT.md");
+
+  it("probes only paths the app answers", () => {
+    const probes = [...doc.matchAll(/httpGet\.path=([^,\s]+)/g)].map((m) => m[1]);
+    expect(probes.length).toBeGreaterThan(0);
+    for (const path of probes) expect(HEALTH_PATHS, `probe ${path}`).toContain(path);
+  });
+
+  it("checks health through the service URL on a path Cloud Run's front end does not reserve", () => {
+    const checked = [...doc.matchAll(/curl -sS "\$URL(\/[a-z]+)"/g)].map((m) => m[1] as string);
+    expect(checked.length).toBeGreaterThan(0);
+    for (const path of checked) {
+      expect(HEALTH_PATHS, path).toContain(path);
+      expect(path.endsWith("z"), `${path} ends in z`).toBe(false);
     }
   });
 });

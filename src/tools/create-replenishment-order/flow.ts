@@ -1,7 +1,14 @@
 import { withStoreKey } from "../../auth.js";
 import { type ToolError, toToolError } from "../../errors.js";
 import type { Confirmer } from "../../logging/records.js";
-import { auditRecord, failedOutcome, orderFieldsOf, type Stage } from "../../policy/audit.js";
+import {
+  failedWrite,
+  mayHaveLanded,
+  orderFieldsOf,
+  refusedWrite,
+  type Stage,
+  submittedWrite,
+} from "../../policy/audit.js";
 import { holdSlot } from "../../policy/order-cap.js";
 import { storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
@@ -20,10 +27,7 @@ export async function auditRefusal(
   error: ToolError,
   ctx: ToolContext,
 ): Promise<void> {
-  await ctx.recorder.audit(
-    auditRecord("REJECTED", orderFieldsOf(raw), ctx.requestId, { detail: error.message }),
-    ctx.traceFields,
-  );
+  await ctx.recorder.audit(refusedWrite(orderFieldsOf(raw), ctx.requestId, error), ctx.traceFields);
 }
 
 /**
@@ -84,7 +88,7 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       });
     } catch (error) {
       // An order that may have landed counts against the cap; a refusal does not.
-      if (failedOutcome(toToolError(error, ctx.requestId), stage) === "UNCERTAIN") {
+      if (mayHaveLanded(toToolError(error, ctx.requestId), stage)) {
         slot.commit();
       } else slot.release();
       throw error;
@@ -96,10 +100,7 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
     // A replay is recorded as REPLAYED against the original order, never a second CREATED.
     await ctx.recorder.audit(
-      auditRecord(replayed ? "REPLAYED" : "CREATED", auditArgs, ctx.requestId, {
-        orderId: order.order_id,
-        confirmed,
-      }),
+      submittedWrite(auditArgs, ctx.requestId, order.order_id, replayed, confirmed),
       ctx.traceFields,
     );
     const what = `${amount(order.quantity, item)} for ${store.name} (store ${store.store_id})`;
@@ -123,9 +124,8 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     // Asking is not an outcome: round 2 (or the buyer's silence) writes the audit line.
     if (error instanceof AskBuyer) throw error;
     const toolError = toToolError(error, ctx.requestId);
-    const detail = args.dry_run === true ? `dry_run: ${toolError.message}` : toolError.message;
     await ctx.recorder.audit(
-      auditRecord(failedOutcome(toolError, stage), auditArgs, ctx.requestId, { detail }),
+      failedWrite(auditArgs, ctx.requestId, toolError, stage, args.dry_run === true),
       ctx.traceFields,
     );
     throw toolError;

@@ -1,5 +1,5 @@
 import { withStoreKey } from "../../auth.js";
-import { auditRecord } from "../../policy/audit.js";
+import { previewedWrite } from "../../policy/audit.js";
 import { refuseIfFull } from "../../policy/order-cap.js";
 import type { Sku, StockReading, Store } from "../../storelink/client.js";
 import type { ToolContext } from "../define.js";
@@ -50,7 +50,7 @@ export async function preview(
   const { gap, reading } = gapOf(stock.on_hand, stock.units_sold_last_24h);
   const { store_id, quantity, reason } = args;
   await ctx.recorder.audit(
-    auditRecord("PREVIEW", { store_id, sku: item.sku, quantity, reason }, ctx.requestId),
+    previewedWrite({ store_id, sku: item.sku, quantity, reason }, ctx.requestId),
     ctx.traceFields,
   );
   return {
