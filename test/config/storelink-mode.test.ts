@@ -9,7 +9,7 @@ import { configErrorOf } from "../helpers/config.js";
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
- * Issue 13: a production deployment never runs the embedded, seeded StoreLink by accident, and
+ * A production deployment never runs the embedded, seeded StoreLink by accident, and
  * says which StoreLink it uses (host only) at start-up and on /healthz.
  */
 

@@ -5,7 +5,7 @@ import { listenErrorMessage } from "../../src/http.js";
 import { spawnDist } from "../helpers/spawn.js";
 
 /**
- * Issue 13: a port already in use (or a HOST that is not this machine's) is one line a person
+ * A port already in use (or a HOST that is not this machine's) is one line a person
  * can act on and exit 1, not Express 5's error fed into code that expected an address.
  */
 async function runToExit(env: Record<string, string>) {

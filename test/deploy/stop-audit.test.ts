@@ -10,7 +10,7 @@ import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
- * Issue 12, point 3: every write that reached StoreLink leaves exactly one audit line, even when
+ * Every write that reached StoreLink leaves exactly one audit line, even when
  * the process is told to stop. The built processes over the StoreLink emulator (in this process),
  * whose order creation is delayed.
  */

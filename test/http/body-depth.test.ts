@@ -7,7 +7,7 @@ import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
- * Issue 12: a 10 kB body of 5,000 nested `[` was a 500 (a stack overflow in the recursive
+ * A 10 kB body of 5,000 nested `[` was a 500 (a stack overflow in the recursive
  * initialize detection), and a deep client response overflowed the SDK's JSON.stringify. Depth is
  * now checked once, without recursion past the limit, before anything else walks the body.
  */

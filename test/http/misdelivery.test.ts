@@ -9,7 +9,7 @@ import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 import { SlowStoreLink } from "../helpers/slow-storelink.js";
 
 /**
- * Issue 12, point 1, over a real socket: attackers loop batches that repeat a request id (a ping
+ * Over a real socket, attackers loop batches that repeat a request id (a ping
  * and a slow create, both id 1), batches whose ids differ only in type (1 and "1"), and batches
  * that cancel their own slow create; victims loop plain creates with id 1. Before the fix the
  * ping completed the batch's answer map, the pooled server went back to the pool with the create

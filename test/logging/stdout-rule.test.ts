@@ -8,7 +8,7 @@ import { HERO_REASON } from "../helpers/harness.js";
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
- * Issue 13: HTTP mode writes Cloud Logging lines to stdout in production, where Cloud Run
+ * HTTP mode writes Cloud Logging lines to stdout in production, where Cloud Run
  * collects them, and keeps a local terminal quiet (the records are in log/ there). With the log
  * files off the stdout lines stay, so the audit trail always lands somewhere.
  */

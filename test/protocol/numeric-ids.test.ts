@@ -8,7 +8,7 @@ import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 
 /**
- * Issue 13 point 7: models and the Inspector CLI send `sku=8847291` as the number 8847291. A
+ * Models and the Inspector CLI send `sku=8847291` as the number 8847291. A
  * non-negative safe integer is accepted wherever a SKU, store id, store_ids entry or lookup query
  * is expected, and means its decimal text; anything else that is not a string stays refused with
  * a message saying what to send. Order ids are always text (RPL-<store>-<seq>).

@@ -8,7 +8,7 @@ import { connect, type Harness, MapKeyProvider, MemoryRecorder } from "../helper
 import { MCP_HEADERS } from "../helpers/rpc.js";
 
 /**
- * Issue 13 points 5 and 6. JSON-RPC error messages leave the server without the "MCP error
+ * JSON-RPC error messages leave the server without the "MCP error
  * <code>: " prefix (clients add it, so it used to read twice), whoever threw them: our handlers
  * or the SDK. resources/templates/list answers an empty list rather than -32601.
  */

@@ -16,7 +16,7 @@ import {
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
- * Issue 12 point 6: an id must never change the StoreLink route. `encodeURIComponent` leaves `.`
+ * An id must never change the StoreLink route. `encodeURIComponent` leaves `.`
  * alone and URL normalisation resolves dot segments, so `sku: ".."` used to make StoreLink receive
  * GET /v1/ (and the model an `internal` error, the write an UNCERTAIN audit line). Every id is now
  * checked by one rule, in the tool schemas and in both StoreLink clients: a hostile id is refused
