@@ -1,19 +1,23 @@
 import fc from "fast-check";
 import { SEED_STOCK, SEED_STORES } from "../../src/storelink/seed.js";
+import { TOOL_NAMES as DECLARED_TOOLS, type ToolName } from "../../src/tools/names.js";
 import { HERO_REASON } from "./harness.js";
 
 /** Run counts: enough to find shape bugs, small enough that the whole suite stays fast. */
 export const RUNS = { numRuns: 60 } as const;
 
-/** The four tools and their argument names, as the spec defines them. */
-export const TOOL_FIELDS = {
+/**
+ * Every tool's required argument names, as the spec defines them. Typed by the declared tool set,
+ * so a tool added to src/tools/names.ts does not compile here until the property tests attack it.
+ */
+export const TOOL_FIELDS: { readonly [K in ToolName]: readonly string[] } = {
   lookup_sku: ["query"],
   get_stock_position: ["sku", "store_ids"],
   create_replenishment_order: ["store_id", "sku", "quantity", "reason"],
   get_replenishment_status: ["store_id", "order_id"],
-} as const;
-export type ToolName = keyof typeof TOOL_FIELDS;
-export const TOOL_NAMES = Object.keys(TOOL_FIELDS) as ToolName[];
+};
+export type { ToolName };
+export const TOOL_NAMES: readonly ToolName[] = DECLARED_TOOLS;
 
 const CONTROL = fc.integer({ min: 0, max: 0x1f }).map((c) => String.fromCharCode(c));
 
