@@ -1,12 +1,11 @@
 import { existsSync, readFileSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import { request } from "node:http";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type DelayedOrders, startDelayedEmulator, until } from "../helpers/delayed-emulator.js";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
-import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
+import { initialize, MCP_HEADERS, modernHeaders, modernMeta, toolCall } from "../helpers/rpc.js";
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
@@ -16,16 +15,12 @@ import { type Spawned, spawnDist } from "../helpers/spawn.js";
  */
 
 const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+const { defer, workspace } = undoAfterEach();
 
 async function setUp(delayMs: number, entry: "http.js" | "stdio.js", graceMs: number) {
   const emulator = await startDelayedEmulator(delayMs);
-  cleanup.push(() => emulator.close());
-  const ws = await tempWorkspace();
-  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
+  defer(() => emulator.close());
+  const ws = await workspace();
   const env = {
     STORELINK_URL: emulator.baseUrl,
     STORELINK_TIMEOUT_MS: "10000",
@@ -37,7 +32,7 @@ async function setUp(delayMs: number, entry: "http.js" | "stdio.js", graceMs: nu
     ...env,
     ...(entry === "http.js" ? { HOST: "127.0.0.1", PORT: "0" } : {}),
   });
-  cleanup.push(() => server.stop());
+  defer(() => server.stop());
   const auditLines = (): string[] => {
     const file = join(ws.logDir, "audit.log");
     return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
@@ -58,37 +53,46 @@ async function portOf(server: Spawned): Promise<number> {
   return Number(port);
 }
 
-/** POSTs the create and returns the request, so the test can drop its socket. */
-function postCreate(port: number) {
-  const req = request({
-    host: "127.0.0.1",
-    port,
-    path: "/mcp",
-    method: "POST",
-    headers: MCP_HEADERS,
-  });
+/** POSTs the create (or `body`) and returns the request, so the test can drop its socket. */
+function postCreate(
+  port: number,
+  body: unknown = toolCall(42, "create_replenishment_order", ORDER),
+  headers: Record<string, string> = MCP_HEADERS,
+) {
+  const req = request({ host: "127.0.0.1", port, path: "/mcp", method: "POST", headers });
   req.on("error", () => {});
-  req.end(JSON.stringify(toolCall(42, "create_replenishment_order", ORDER)));
+  req.end(JSON.stringify(body));
   return req;
 }
 
 const writeReached = (storelink: DelayedOrders) => () => storelink.received === 1;
 
+/**
+ * The client drops its socket once the write is at StoreLink, then SIGTERM: the server exits 0
+ * with the one order created and one audit line, which is returned.
+ */
+async function leaveMidWriteThenStop(
+  { storelink, server, auditLines }: Awaited<ReturnType<typeof setUp>>,
+  req: { destroy(): void },
+): Promise<string | undefined> {
+  await until(writeReached(storelink), "the create to reach StoreLink");
+  req.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  server.child.kill("SIGTERM");
+
+  expect(await server.exit).toBe(0);
+  expect(storelink.created).toEqual(["RPL-47-001"]);
+  const lines = auditLines();
+  expect(lines).toHaveLength(1);
+  return lines[0];
+}
+
 describe("SIGTERM over HTTP", () => {
   it("waits for a write whose client dropped its socket, audits it CREATED, exits 0", async () => {
-    const { storelink, server, auditLines } = await setUp(1_500, "http.js", 6_000);
-    const req = postCreate(await portOf(server));
-    await until(writeReached(storelink), "the create to reach StoreLink");
-    req.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    server.child.kill("SIGTERM");
-
-    expect(await server.exit).toBe(0);
-    expect(storelink.created).toEqual(["RPL-47-001"]);
-    const lines = auditLines();
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toContain("CREATED");
-    expect(lines[0]).toContain("RPL-47-001");
+    const run = await setUp(1_500, "http.js", 6_000);
+    const line = await leaveMidWriteThenStop(run, postCreate(await portOf(run.server)));
+    expect(line).toContain("CREATED");
+    expect(line).toContain("RPL-47-001");
   });
 
   it("audits a write StoreLink has not answered by the end of the grace UNCERTAIN, then exits 1", async () => {
@@ -238,7 +242,7 @@ describe("kill -9 while the order is at StoreLink", () => {
 
       // The next server on this log directory (a restart, or the desktop's next session).
       const next = spawnDist("stdio.js", env);
-      cleanup.push(() => next.stop());
+      defer(() => next.stop());
       await until(() => auditLines().length > 0, "the recovered audit line");
       next.child.stdin?.end();
       expect(await next.exit).toBe(0);
@@ -251,7 +255,7 @@ describe("kill -9 while the order is at StoreLink", () => {
 
       // A third start finds nothing left to recover.
       const third = spawnDist("stdio.js", env);
-      cleanup.push(() => third.stop());
+      defer(() => third.stop());
       third.child.stdin?.end();
       expect(await third.exit).toBe(0);
       expect(auditLines()).toHaveLength(1);
@@ -292,11 +296,7 @@ describe("more signals during the drain", () => {
 describe("a 2026-07-28 request cancelled over stdio", () => {
   it("is not answered, its write still finishes and is audited, and stdin's end does not wait for it", async () => {
     const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
-    const meta = {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
-      "io.modelcontextprotocol/clientCapabilities": {},
-    };
+    const meta = modernMeta({}, "raw");
     const call = toolCall(5, "create_replenishment_order", ORDER);
     server.child.stdin?.write(
       `${JSON.stringify({ ...call, params: { ...call.params, _meta: meta } })}\n`,
@@ -321,19 +321,10 @@ describe("a 2026-07-28 request cancelled over stdio", () => {
 
 describe("a 2026-07-28 client that leaves mid-write over HTTP", () => {
   it("round 2's write still finishes and is audited once, CREATED confirmed=buyer, through SIGTERM", async () => {
-    const { storelink, server, auditLines } = await setUp(1_500, "http.js", 6_000);
-    const port = await portOf(server);
-    const meta = {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
-      "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {} } },
-    };
-    const headers = {
-      ...MCP_HEADERS,
-      "mcp-protocol-version": "2026-07-28",
-      "mcp-method": "tools/call",
-      "mcp-name": "create_replenishment_order",
-    };
+    const run = await setUp(1_500, "http.js", 6_000);
+    const port = await portOf(run.server);
+    const meta = modernMeta({ elicitation: { form: {} } }, "raw");
+    const headers = modernHeaders("tools/call", "create_replenishment_order");
     const call = toolCall(9, "create_replenishment_order", ORDER);
     const round1 = await fetch(`http://127.0.0.1:${port}/mcp`, {
       method: "POST",
@@ -341,10 +332,9 @@ describe("a 2026-07-28 client that leaves mid-write over HTTP", () => {
       body: JSON.stringify({ ...call, params: { ...call.params, _meta: meta } }),
     }).then((r) => r.json() as Promise<{ result: { resultType: string; requestState: string } }>);
     expect(round1.result.resultType).toBe("input_required");
-    const req = request({ host: "127.0.0.1", port, path: "/mcp", method: "POST", headers });
-    req.on("error", () => {});
-    req.end(
-      JSON.stringify({
+    const req = postCreate(
+      port,
+      {
         ...call,
         params: {
           ...call.params,
@@ -352,17 +342,9 @@ describe("a 2026-07-28 client that leaves mid-write over HTTP", () => {
           requestState: round1.result.requestState,
           inputResponses: { confirm: { action: "accept", content: { confirm: true } } },
         },
-      }),
+      },
+      headers,
     );
-    await until(writeReached(storelink), "the create to reach StoreLink");
-    req.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    server.child.kill("SIGTERM");
-
-    expect(await server.exit).toBe(0);
-    expect(storelink.created).toEqual(["RPL-47-001"]);
-    const lines = auditLines();
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/ CREATED RPL-47-001 .*confirmed=buyer/);
+    expect(await leaveMidWriteThenStop(run, req)).toMatch(/ CREATED RPL-47-001 .*confirmed=buyer/);
   });
 });

@@ -25,3 +25,20 @@ export const MCP_HEADERS = {
   "content-type": "application/json",
   accept: "application/json, text/event-stream",
 } as const;
+
+export const MODERN_VERSION = "2026-07-28";
+
+/** The `_meta` envelope a 2026-07-28 client puts on every request. */
+export const modernMeta = (capabilities: Record<string, unknown> = {}, client = "test") => ({
+  "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+  "io.modelcontextprotocol/clientInfo": { name: client, version: "1" },
+  "io.modelcontextprotocol/clientCapabilities": capabilities,
+});
+
+/** The headers of a 2026-07-28 POST: the era, the method, and the `Mcp-Name` a call carries. */
+export const modernHeaders = (method: string, name?: string): Record<string, string> => ({
+  ...MCP_HEADERS,
+  "mcp-protocol-version": MODERN_VERSION,
+  "mcp-method": method,
+  ...(name === undefined ? {} : { "mcp-name": name }),
+});

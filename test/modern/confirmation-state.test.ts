@@ -6,6 +6,7 @@ import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { MCP_HEADERS, MODERN_VERSION, modernHeaders, modernMeta } from "../helpers/rpc.js";
 
 const KEY_A = "a-shared-request-state-key-of-32-bytes!";
 const KEY_B = "another-request-state-key-of-32-bytes!!";
@@ -29,11 +30,8 @@ function replica(
   return { app, recorder };
 }
 
-const envelope = (capabilities: Record<string, unknown> = { elicitation: { form: {} } }) => ({
-  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
-  "io.modelcontextprotocol/clientCapabilities": capabilities,
-});
+const envelope = (capabilities: Record<string, unknown> = { elicitation: { form: {} } }) =>
+  modernMeta(capabilities, "raw");
 
 /** A fake identity token: Cloud Run has verified it before the request arrives (caller.ts). */
 const bearer = (email: string) =>
@@ -58,11 +56,7 @@ async function call(app: ReturnType<typeof replica>["app"], options: CallOptions
   const res = await request(app)
     .post("/mcp")
     .set({
-      accept: "application/json, text/event-stream",
-      "content-type": "application/json",
-      "mcp-protocol-version": "2026-07-28",
-      "mcp-method": "tools/call",
-      "mcp-name": "create_replenishment_order",
+      ...modernHeaders("tools/call", "create_replenishment_order"),
       authorization: bearer(options.as ?? "buyer@korral.example"),
     })
     .send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }));
@@ -145,11 +139,8 @@ describe("2026-07-28 confirmation state (requestState)", () => {
     };
     const res = await request(app)
       .post("/mcp")
-      .set({
-        accept: "application/json, text/event-stream",
-        "content-type": "application/json",
-        "mcp-protocol-version": "2026-07-28",
-      })
+      // A batch names no single method: only the era header.
+      .set({ ...MCP_HEADERS, "mcp-protocol-version": MODERN_VERSION })
       .send(JSON.stringify([message, { ...message, id: 2 }]));
     expect(res.status).toBe(400);
     expect(res.body.error?.code).toBe(-32600);

@@ -5,6 +5,7 @@ import { fastReadOf } from "../../src/http/modern-reads.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { modernHeaders, modernMeta } from "../helpers/rpc.js";
 
 /**
  * The fast path for plain 2026-07-28 reads against its reference, the SDK's own path: the same
@@ -31,17 +32,8 @@ function app(fast: boolean) {
   };
 }
 
-const META = {
-  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientInfo": { name: "t", version: "1" },
-  "io.modelcontextprotocol/clientCapabilities": {},
-};
-const HEADERS = {
-  accept: "application/json, text/event-stream",
-  "content-type": "application/json",
-  "mcp-protocol-version": "2026-07-28",
-  "mcp-method": "tools/call",
-};
+const META = modernMeta();
+const HEADERS = modernHeaders("tools/call");
 
 interface Case {
   id?: unknown;

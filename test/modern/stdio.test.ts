@@ -1,24 +1,15 @@
-import { readFile, rm } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TOOL_NAMES } from "../../src/tools/names.js";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
-import { initialize, toolCall } from "../helpers/rpc.js";
-import { DIST, spawnDist } from "../helpers/spawn.js";
+import { initialize, modernMeta, toolCall } from "../helpers/rpc.js";
+import { DIST } from "../helpers/spawn.js";
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-async function workspace() {
-  const ws = await tempWorkspace();
-  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
-  return ws;
-}
+const { defer, stdio, workspace } = undoAfterEach();
 
 const auditLines = async (logDir: string): Promise<string[]> => {
   try {
@@ -31,11 +22,7 @@ const auditLines = async (logDir: string): Promise<string[]> => {
 const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 
 /** The 2026-07-28 envelope a modern client puts on every request. */
-const envelope = (capabilities: Record<string, unknown>) => ({
-  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
-  "io.modelcontextprotocol/clientCapabilities": capabilities,
-});
+const envelope = (capabilities: Record<string, unknown>) => modernMeta(capabilities, "raw");
 
 describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
   it.each([
@@ -65,7 +52,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
           stderr: "pipe",
         }),
       );
-      cleanup.push(() => client.close());
+      defer(() => client.close());
       expect(client.getProtocolEra()).toBe("modern");
       expect((await client.listTools()).tools).toHaveLength(TOOL_NAMES.length);
       const result = await client.callTool({
@@ -83,12 +70,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
   );
 
   it("a 2026-shaped call with no initialize is answered input_required, never written", async () => {
-    const ws = await workspace();
-    const server = spawnDist("stdio.js", {
-      KORRAL_KEYS_FILE: ws.keysFile,
-      KORRAL_LOG_DIR: ws.logDir,
-    });
-    cleanup.push(() => server.stop());
+    const { ws, server } = await stdio();
     const call = toolCall(7, "create_replenishment_order", ORDER);
     const line = {
       ...call,
@@ -109,12 +91,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
   });
 
   it("a request with a malformed _meta or params is answered under its own id", async () => {
-    const ws = await workspace();
-    const server = spawnDist("stdio.js", {
-      KORRAL_KEYS_FILE: ws.keysFile,
-      KORRAL_LOG_DIR: ws.logDir,
-    });
-    cleanup.push(() => server.stop());
+    const { server } = await stdio();
     const lines = [
       { jsonrpc: "2.0", id: 21, method: "tools/list", params: { _meta: 5 } },
       { jsonrpc: "2.0", id: "b", method: "tools/list", params: 7 },
@@ -142,12 +119,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
   });
 
   it("reads the era per line: a 2026 call after a 2025 initialize is still asked", async () => {
-    const ws = await workspace();
-    const server = spawnDist("stdio.js", {
-      KORRAL_KEYS_FILE: ws.keysFile,
-      KORRAL_LOG_DIR: ws.logDir,
-    });
-    cleanup.push(() => server.stop());
+    const { ws, server } = await stdio();
     const call = toolCall(2, "create_replenishment_order", ORDER);
     const frames = [
       initialize(1),

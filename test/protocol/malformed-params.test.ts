@@ -4,6 +4,7 @@ import { z } from "zod";
 import { createApp } from "../../src/http/app.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { modernHeaders, modernMeta } from "../helpers/rpc.js";
 
 /**
  * Malformed params to any method, in both protocol eras: -32602 with a short message naming the
@@ -50,11 +51,7 @@ describe("2025 session: malformed params", () => {
   });
 });
 
-const META = {
-  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientInfo": { name: "t", version: "1" },
-  "io.modelcontextprotocol/clientCapabilities": {},
-};
+const META = modernMeta();
 
 describe("2026-07-28 over HTTP: malformed params", () => {
   const recorder = new MemoryRecorder();
@@ -66,18 +63,16 @@ describe("2026-07-28 over HTTP: malformed params", () => {
   const post = (method: string, params: Record<string, unknown>) =>
     request(app)
       .post("/mcp")
-      .set({
-        accept: "application/json, text/event-stream",
-        "content-type": "application/json",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": method,
-        ...(typeof params.name === "string" && (method === "tools/call" || method === "prompts/get")
-          ? { "mcp-name": params.name }
-          : {}),
-        ...(method === "resources/read" && typeof params.uri === "string"
-          ? { "mcp-name": params.uri }
-          : {}),
-      })
+      .set(
+        modernHeaders(
+          method,
+          typeof params.name === "string" && (method === "tools/call" || method === "prompts/get")
+            ? params.name
+            : method === "resources/read" && typeof params.uri === "string"
+              ? params.uri
+              : undefined,
+        ),
+      )
       .send(JSON.stringify({ jsonrpc: "2.0", id: 3, method, params: { ...params, _meta: META } }));
 
   it.each(MALFORMED)("%s %j", async (method, params, field) => {

@@ -12,7 +12,7 @@ import { FakeSecretManager, grpcError } from "../helpers/fake-secret-manager.js"
 import { connect } from "../helpers/harness.js";
 import { captureOpsLog } from "../helpers/ops-log.js";
 import { EVERY_PATH } from "../helpers/paths.js";
-import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
+import { MCP_HEADERS, modernHeaders, modernMeta, toolCall } from "../helpers/rpc.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 import { freePort, spawnDist, waitForHealthy } from "../helpers/spawn.js";
 
@@ -31,11 +31,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-const MODERN_META = {
-  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientInfo": { name: "canary", version: "1" },
-};
 
 const PATTERN = "projects/{project}/secrets/storelink-key-{store}/versions/latest";
 const nameOf = (store: string) =>
@@ -168,18 +163,13 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
       const message = toolCall(++id, name, args);
       const res = await fetch(`http://127.0.0.1:${port}/mcp`, {
         method: "POST",
-        headers: {
-          ...MCP_HEADERS,
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": "tools/call",
-          "mcp-name": name,
-        },
+        headers: modernHeaders("tools/call", name),
         body: JSON.stringify({
           ...message,
           params: {
             ...message.params,
             ...extra,
-            _meta: { ...MODERN_META, "io.modelcontextprotocol/clientCapabilities": capabilities },
+            _meta: modernMeta(capabilities, "canary"),
           },
         }),
       });

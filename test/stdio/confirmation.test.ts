@@ -1,18 +1,12 @@
-import { rm } from "node:fs/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { type CallToolResult, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, describe, expect, it } from "vitest";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { DIST } from "../helpers/spawn.js";
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  // Last in, first out, one at a time: the server must be gone before its directory is removed
-  // (a live server recreating its log dir made rm fail with ENOTEMPTY).
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+const { defer, workspace } = undoAfterEach();
 
 /** The built stdio server with an SDK client that declares form elicitation and answers `action`. */
 async function session(
@@ -20,8 +14,7 @@ async function session(
   env: Record<string, string> = {},
   content: Record<string, unknown> = { confirm: true },
 ) {
-  const ws = await tempWorkspace();
-  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
+  const ws = await workspace();
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [`${DIST}stdio.js`],
@@ -43,7 +36,7 @@ async function session(
     return action === "accept" ? { action, content } : { action };
   });
   await client.connect(transport);
-  cleanup.push(() => client.close());
+  defer(() => client.close());
   const order = () =>
     client.callTool({
       name: "create_replenishment_order",

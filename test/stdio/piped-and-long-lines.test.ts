@@ -1,25 +1,14 @@
-import { rm } from "node:fs/promises";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/delayed-emulator.js";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { undoAfterEach } from "../helpers/fixtures.js";
 import { initialize, toolCall } from "../helpers/rpc.js";
-import { spawnDist } from "../helpers/spawn.js";
 
 /** The built dist/stdio.js fed through a pipe, as `printf ... | node dist/stdio.js` does. */
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+const { stdio } = undoAfterEach();
 
 async function start() {
-  const ws = await tempWorkspace();
-  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
-  const server = spawnDist("stdio.js", {
-    KORRAL_KEYS_FILE: ws.keysFile,
-    KORRAL_LOG_DIR: ws.logDir,
-  });
-  cleanup.push(() => server.stop());
+  const { server } = await stdio();
   const answers = () =>
     server
       .stdout()

@@ -1,33 +1,16 @@
-import { rm } from "node:fs/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { afterEach, describe, expect, it } from "vitest";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, toolCall } from "../helpers/rpc.js";
 import { DIST, spawnDist } from "../helpers/spawn.js";
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  // Last in, first out, one at a time: the server must be gone before its directory is removed
-  // (a live server recreating its log dir made rm fail with ENOTEMPTY).
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-async function workspace() {
-  const ws = await tempWorkspace();
-  cleanup.push(() => rm(ws.dir, { recursive: true, force: true }));
-  return ws;
-}
+const { defer, stdio, workspace } = undoAfterEach();
 
 describe("stdio entry (built dist/stdio.js)", () => {
   it("writes only JSON-RPC frames to stdout, the banner to stderr, and exits when stdin closes", async () => {
-    const ws = await workspace();
-    const server = spawnDist("stdio.js", {
-      KORRAL_KEYS_FILE: ws.keysFile,
-      KORRAL_LOG_DIR: ws.logDir,
-    });
-    cleanup.push(() => server.stop());
+    const { server } = await stdio();
     const frames = [
       initialize(1),
       { jsonrpc: "2.0", method: "notifications/initialized" },
@@ -77,7 +60,7 @@ describe("stdio entry (built dist/stdio.js)", () => {
     });
     const client = new Client({ name: "stdio-test", version: "1" });
     await client.connect(transport);
-    cleanup.push(() => client.close());
+    defer(() => client.close());
 
     const found = await client.callTool({ name: "lookup_sku", arguments: { query: "butter" } });
     expect((found.structuredContent as { matches: { sku: string }[] }).matches[0]?.sku).toBe(
@@ -108,7 +91,7 @@ describe("stdio entry (built dist/stdio.js)", () => {
       KORRAL_KEYS_FILE: `${ws.dir}/absent.json`,
       KORRAL_LOG_DIR: ws.logDir,
     });
-    cleanup.push(() => server.stop());
+    defer(() => server.stop());
     server.child.stdin?.write(
       `${JSON.stringify(toolCall(1, "get_stock_position", { sku: "8847291", store_ids: ["47"] }))}\n`,
     );
