@@ -36,27 +36,23 @@ const TARGETS = {
   heapGrowthMb: 2,
 };
 
-const REQUEST = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "tools/call",
-  params: {
-    name: "get_stock_position",
-    arguments: { sku: "8847291", store_ids: ["47", "102", "111"] },
-  },
-});
-const HEADERS = {
+/** The measured call: live stock for the hero SKU at three stores, in each era's framing. */
+const CALL = {
+  name: "get_stock_position",
+  arguments: { sku: "8847291", store_ids: ["47", "102", "111"] },
+};
+const MCP_HEADERS = {
   "content-type": "application/json",
   accept: "application/json, text/event-stream",
-  "mcp-protocol-version": "2025-06-18",
 };
+const REQUEST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: CALL });
+const HEADERS = { ...MCP_HEADERS, "mcp-protocol-version": "2025-06-18" };
 const MODERN_REQUEST = JSON.stringify({
   jsonrpc: "2.0",
   id: 1,
   method: "tools/call",
   params: {
-    name: "get_stock_position",
-    arguments: { sku: "8847291", store_ids: ["47", "102", "111"] },
+    ...CALL,
     _meta: {
       "io.modelcontextprotocol/protocolVersion": "2026-07-28",
       "io.modelcontextprotocol/clientInfo": { name: "bench", version: "1" },
@@ -65,11 +61,10 @@ const MODERN_REQUEST = JSON.stringify({
   },
 });
 const MODERN_HEADERS = {
-  "content-type": "application/json",
-  accept: "application/json, text/event-stream",
+  ...MCP_HEADERS,
   "mcp-protocol-version": "2026-07-28",
   "mcp-method": "tools/call",
-  "mcp-name": "get_stock_position",
+  "mcp-name": CALL.name,
 };
 const ERAS = {
   legacy: { label: "2025-06-18", body: REQUEST, headers: HEADERS },
