@@ -9,7 +9,7 @@ import { OrderCap } from "./policy/order-cap.js";
 import { limiterFor } from "./policy/rate-limit.js";
 import { stateSigner } from "./policy/request-state.js";
 import { createStoreLink } from "./storelink/index.js";
-import type { ServerDeps } from "./tools/define.js";
+import type { ComposedDeps, ServerDeps } from "./tools/define.js";
 
 /**
  * The composition root: the one place the configuration becomes the server's dependencies.
@@ -20,13 +20,14 @@ import type { ServerDeps } from "./tools/define.js";
  * the confirmation signer and the per-caller rate limit. Only the recorder defaults to nothing:
  * the entries hand in the one that writes `log/`.
  *
- * Call it once per process: the loop guard and the rate limit count per instance.
+ * Call it once per process: the loop guard, the rate limit and the confirmation signer are per
+ * instance.
  */
 export function defaultDeps(
   overrides: Partial<ServerDeps> = {},
   config?: Config,
   inject: { secretClient?: SecretAccessClient } = {},
-): ServerDeps {
+): ComposedDeps {
   // Read only if something is not overridden: the HTTP pool builds servers from complete deps.
   let loaded = config;
   const cfg = (): Config => {
@@ -54,7 +55,7 @@ export function defaultDeps(
 export async function startDeps(
   config: Config,
   transport: Transport,
-): Promise<{ deps: ServerDeps; recorder: Recorder }> {
+): Promise<{ deps: ComposedDeps; recorder: Recorder }> {
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
   const keys = await createKeyProvider(config);

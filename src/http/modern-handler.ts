@@ -4,7 +4,7 @@ import { type AuthInfo, createMcpHandler } from "@modelcontextprotocol/server";
 import type { TraceFields } from "../logging/trace-context.js";
 import { createModernServer } from "../mcp/modern.js";
 import { forTheWire } from "../mcp/protocol-error.js";
-import type { ServerDeps } from "../tools/define.js";
+import type { ComposedDeps } from "../tools/define.js";
 
 /** The request headers the SDK's modern path reads; nothing else is copied per request. */
 const FORWARDED_HEADERS = [
@@ -21,7 +21,7 @@ const FORWARDED_HEADERS = [
  * never reads the Request's body), copies only the headers it reads (and any `Mcp-Param-*`), and
  * rewrites error messages as every other answer of the server is (`forTheWire`).
  */
-export function modernHttpHandler(deps: ServerDeps) {
+export function modernHttpHandler(deps: ComposedDeps) {
   const handler = createMcpHandler(
     ({ authInfo }) =>
       createModernServer(deps, {

@@ -9,8 +9,8 @@ import { SERVER_INFO } from "../server.js";
 import { TOOLS } from "../tools/index.js";
 
 /**
- * The hot 2026-07-28 request, answered without the SDK's per-request machinery (about half a
- * millisecond of CPU each): a `tools/call` of a read-only tool that the SDK's classifier has
+ * The hot 2026-07-28 request, answered without the SDK's per-request machinery (what that buys:
+ * docs/performance.md): a `tools/call` of a read-only tool that the SDK's classifier has
  * already accepted as modern and that is valid in every other respect the SDK checks. This only
  * recognises that request; anything else (the write, whose confirmation needs the SDK's
  * input_required handling, any other method, any header, envelope or params that is not exactly

@@ -16,9 +16,8 @@ import {
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { TraceFields } from "../logging/trace-context.js";
-import { type StateSigner, stateSigner } from "../policy/request-state.js";
 import { CAPABILITIES, callTool, INSTRUCTIONS, SERVER_INFO, TOOL_LIST } from "../server.js";
-import type { Rounds, ServerDeps } from "../tools/define.js";
+import type { ComposedDeps, Rounds } from "../tools/define.js";
 import { getPrompt, PROMPT_LIST } from "./prompts.js";
 import { invalidParams, ProtocolError } from "./protocol-error.js";
 import { RESOURCE_LIST, RESOURCE_TEMPLATE_LIST, readResource } from "./resources.js";
@@ -93,19 +92,11 @@ function canAskForm(ctx: ServerContext): boolean {
   return elicitation.form !== undefined || elicitation.url === undefined;
 }
 
-/** For dependencies built without a signer: asking must never be skipped for want of one. */
-let processSigner: StateSigner | undefined;
-const signerOf = (deps: ServerDeps): StateSigner => {
-  if (deps.signer) return deps.signer;
-  processSigner ??= stateSigner(undefined);
-  return processSigner;
-};
-
-function roundsOf(deps: ServerDeps, ctx: ServerContext): Rounds | undefined {
+function roundsOf(deps: ComposedDeps, ctx: ServerContext): Rounds | undefined {
   if (deps.confirmWrites === false || !canAskForm(ctx)) return undefined;
   const state = ctx.mcpReq.requestState();
   return {
-    signer: signerOf(deps),
+    signer: deps.signer,
     state: typeof state === "string" ? state : undefined,
     responses: ctx.mcpReq.inputResponses,
   };
@@ -115,7 +106,7 @@ function roundsOf(deps: ServerDeps, ctx: ServerContext): Rounds | undefined {
  * A modern server for one request (HTTP) or one connection (stdio). Cheap: the listings, schemas
  * and dependencies are built once per process; this only registers handlers.
  */
-export function createModernServer(deps: ServerDeps, who: ModernCaller): ModernServer {
+export function createModernServer(deps: ComposedDeps, who: ModernCaller): ModernServer {
   const server = new ModernServer(SERVER_INFO, {
     capabilities: CAPABILITIES,
     instructions: INSTRUCTIONS,

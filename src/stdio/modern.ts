@@ -3,7 +3,7 @@ import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { opsLog } from "../logging/ops.js";
 import { createModernServer, isModern, type ModernCaller } from "../mcp/modern.js";
 import { STDIO_CALLER } from "../server.js";
-import type { ServerDeps } from "../tools/define.js";
+import type { ComposedDeps } from "../tools/define.js";
 
 /** Every 2026-07-28 request of a stdio process comes from its one client. */
 export const STDIO_MODERN_CALLER: ModernCaller = { caller: STDIO_CALLER, traceFields: {} };
@@ -48,7 +48,7 @@ class ModernStdioChannel implements Transport {
  * earlier ones: `divert` takes a line that is a 2026-07-28 request (or the cancellation of one)
  * and serves it through the SDK v2's `serveStdio`; every other line stays with the 2025 server.
  */
-export function modernStdio(deps: ServerDeps, wire: Wire) {
+export function modernStdio(deps: ComposedDeps, wire: Wire) {
   const open = new Set<RequestId>();
   const channel = new ModernStdioChannel(wire, (id) => open.delete(id));
   const handle = serveStdio(() => createModernServer(deps, STDIO_MODERN_CALLER), {

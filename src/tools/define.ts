@@ -33,6 +33,9 @@ export interface ServerDeps {
   requireConfirmation?: boolean;
 }
 
+/** The dependencies as defaultDeps (deps.ts) returns them: the signer always there. */
+export type ComposedDeps = ServerDeps & { signer: StateSigner };
+
 /**
  * A 2026-07-28 request from a client that declared form elicitation: the buyer is asked by
  * answering `input_required` (round 1) and the client retries with the answer (round 2).
