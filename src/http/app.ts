@@ -18,6 +18,7 @@ import {
 import { callerOf } from "./caller.js";
 import { hostGuard, originGuard, rpcError } from "./guards.js";
 import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
+import { endWithJson } from "./json-answer.js";
 import { modernHttpHandler } from "./modern-handler.js";
 import { type FastRead, fastReadAnswer, fastReadOf } from "./modern-reads.js";
 import { ServerPool } from "./server-pool.js";
@@ -102,13 +103,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     }).then(
       (result) => {
         if (res.destroyed) return;
-        const text = fastReadAnswer(read.id, result);
-        res
-          .writeHead(200, {
-            "content-type": "application/json",
-            "content-length": Buffer.byteLength(text),
-          })
-          .end(text);
+        endWithJson(res, 200, fastReadAnswer(read.id, result));
       },
       (error: unknown) => failed(res, error),
     );

@@ -13,6 +13,7 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "@modelcontextprotocol/sdk/types.js";
 import { MAX_BODY_DEPTH, TOO_DEEP, tooDeep } from "./body-refusals.js";
+import { endWithJson } from "./json-answer.js";
 
 /** An answer slot of a request the same POST cancelled: it is not waited for, nor delivered. */
 const CANCELLED = Symbol("cancelled");
@@ -216,23 +217,13 @@ export class NodeJsonTransport implements Transport {
       }
       text = JSON.stringify(responses.length === 1 ? responses[0] : responses);
     }
-    res
-      .writeHead(200, {
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(text),
-      })
-      .end(text);
+    endWithJson(res, 200, text);
   }
 
   private fail(status: number, code: number, message: string): void {
     this.onerror?.(new Error(message));
     const text = JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null });
-    this.res
-      ?.writeHead(status, {
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(text),
-      })
-      .end(text);
+    if (this.res) endWithJson(this.res, status, text);
   }
 }
 

@@ -5,6 +5,7 @@ import type { TraceFields } from "../logging/trace-context.js";
 import { createModernServer } from "../mcp/modern.js";
 import { forTheWire } from "../mcp/protocol-error.js";
 import type { ComposedDeps } from "../tools/define.js";
+import { endWithJson } from "./json-answer.js";
 
 /** The request headers the SDK's modern path reads; nothing else is copied per request. */
 const FORWARDED_HEADERS = [
@@ -74,11 +75,6 @@ export function modernHttpHandler(deps: ComposedDeps) {
         // Not one JSON-RPC message: as it is.
       }
     }
-    res
-      .writeHead(response.status, {
-        "content-type": type,
-        "content-length": Buffer.byteLength(text),
-      })
-      .end(text);
+    endWithJson(res, response.status, text, type);
   };
 }
