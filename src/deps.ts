@@ -1,6 +1,5 @@
 import { type Config, loadConfig } from "./config.js";
-import { createKeyProvider, keyProviderFor } from "./keys/index.js";
-import type { SecretAccessClient } from "./keys/secret-manager.js";
+import { createKeyProvider, type KeyInjection, keyProviderFor } from "./keys/index.js";
 import { recoverInterruptedWrites } from "./lifecycle/recovery.js";
 import type { Recorder } from "./logging/recorder.js";
 import { nullRecorder } from "./logging/records.js";
@@ -26,7 +25,7 @@ import type { ComposedDeps, ServerDeps } from "./tools/define.js";
 export function defaultDeps(
   overrides: Partial<ServerDeps> = {},
   config?: Config,
-  inject: { secretClient?: SecretAccessClient } = {},
+  inject: KeyInjection = {},
 ): ComposedDeps {
   // Read only if something is not overridden: the HTTP pool builds servers from complete deps.
   let loaded = config;

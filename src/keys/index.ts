@@ -4,19 +4,25 @@ import { FileKeyProvider } from "./file.js";
 import { KeySourceError, type StoreKeyProvider } from "./provider.js";
 import { type SecretAccessClient, SecretManagerKeyProvider } from "./secret-manager.js";
 
+/** The Secret Manager client a test hands in instead of the real one. */
+export interface KeyInjection {
+  secretClient?: SecretAccessClient | Promise<SecretAccessClient>;
+}
+
 /**
  * The key provider the configuration asks for. The Secret Manager client (and its gRPC stack) is
- * loaded only when that source is chosen; tests inject a fake `secretClient`.
+ * loaded only when that source is chosen; tests inject a fake `secretClient` (or the promise of
+ * one, to stand for a client still starting or failing to).
  */
 export async function createKeyProvider(
   config: Pick<Config, "keySource" | "keysFile" | "secretManager">,
-  inject: { secretClient?: SecretAccessClient } = {},
+  inject: KeyInjection = {},
 ): Promise<StoreKeyProvider> {
   if (config.keySource === "file") {
     opsLog.debug({ key_source: "file", keys_file: config.keysFile }, "store keys from a file");
     return new FileKeyProvider(config.keysFile);
   }
-  const client = inject.secretClient ?? (await startSecretManagerClient());
+  const client = await (inject.secretClient ?? startSecretManagerClient());
   const { project, namePattern, cacheSeconds, deadlineMs } = config.secretManager;
   opsLog.info(
     { key_source: "secret-manager", project, name_pattern: namePattern, cacheSeconds, deadlineMs },
@@ -33,7 +39,7 @@ export async function createKeyProvider(
  */
 export function keyProviderFor(
   config: Pick<Config, "keySource" | "keysFile" | "secretManager">,
-  inject: { secretClient?: SecretAccessClient } = {},
+  inject: KeyInjection = {},
 ): StoreKeyProvider {
   if (config.keySource === "file") return new FileKeyProvider(config.keysFile);
   const started = createKeyProvider(config, inject);

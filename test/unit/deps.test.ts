@@ -53,6 +53,28 @@ describe("defaultDeps, the composition root", () => {
     expect(secrets.calls.map((call) => call.name)).toEqual([name]);
   });
 
+  it("a Secret Manager that cannot start fails each lookup as that store's credentials, never a crash", async () => {
+    const config = loadConfig({
+      KORRAL_KEY_SOURCE: "secret-manager",
+      GOOGLE_CLOUD_PROJECT: "korral-test",
+    });
+    // What the real client's start-up can say: nothing of it may reach the model.
+    const failing = Promise.reject(
+      new Error("Could not load the default credentials from 169.254.169.254"),
+    );
+    const c = await client(createServer(defaultDeps({}, config, { secretClient: failing })));
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const result = await c.callTool({
+        name: "get_stock_position",
+        arguments: { sku: "8847291", store_ids: ["47", "102"] },
+      });
+      expect(result.isError).toBe(true);
+      expect(JSON.stringify(result)).toContain("store 47");
+      expect(JSON.stringify(result)).toContain("store 102");
+      expect(JSON.stringify(result)).not.toMatch(/169\.254|default credentials/);
+    }
+  });
+
   it("a bare createServer() takes the environment's rate limit, as the entries do", async () => {
     stubKeyFile();
     vi.stubEnv("KORRAL_RATE_LIMIT_PER_MIN", "1");
