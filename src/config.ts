@@ -51,7 +51,7 @@ const schema = z.object({
     .default(fileURLToPath(new URL("../log", import.meta.url))),
   /** Minutes an identical key-less order is folded into the first (in-memory StoreLink only). */
   KORRAL_DEDUPE_WINDOW_MIN: z.coerce.number().min(0).max(1440).default(10),
-  /** Orders per store+SKU per rolling hour, per MCP instance; 0 turns the loop guard off. */
+  /** Orders per store+SKU per rolling hour (per fleet with KORRAL_REDIS_URL); 0 turns it off. */
   KORRAL_ORDER_CAP_PER_HOUR: z.coerce.number().int().min(0).max(1000).default(3),
   /** Ask the buyer to confirm each order when the client supports form elicitation. */
   KORRAL_ELICIT_CONFIRMATION: z
@@ -73,6 +73,14 @@ const schema = z.object({
     .refine((key) => Buffer.byteLength(key, "utf8") >= 32, "must be at least 32 bytes")
     .optional(),
   /**
+   * The key being rotated out: state it signed is still accepted (never signed with), so a roll
+   * of KORRAL_REQUEST_STATE_KEY refuses no buyer's answer. Remove it 5 minutes after the roll.
+   */
+  KORRAL_REQUEST_STATE_KEY_PREVIOUS: z
+    .string()
+    .refine((key) => Buffer.byteLength(key, "utf8") >= 32, "must be at least 32 bytes")
+    .optional(),
+  /**
    * Extra Host names accepted on HTTP (e.g. the Cloud Run URL's host), exact or `*.domain` /
    * `*---rest` patterns; see README. Too-broad patterns are refused here.
    */
@@ -84,7 +92,25 @@ const schema = z.object({
   }),
   /** Browser origins accepted on HTTP; requests without an Origin header are always accepted. */
   KORRAL_ALLOWED_ORIGINS: commaList,
-  /** Tool calls per minute per caller, per instance; 0 turns the backstop off. */
+  /**
+   * The shared limits store (Memorystore, on the Redis protocol): `redis://` or `rediss://`, the
+   * password (AUTH string) in the URL. Set: the order cap and the rate limit count across every
+   * replica that shares it. Never logged, never echoed in an error.
+   */
+  KORRAL_REDIS_URL: z
+    .string()
+    .refine(isRedisUrl, "must be a redis:// or rediss:// URL (its text is not repeated here)")
+    .optional(),
+  /** The deadline of each limits-store command: past it, writes are refused (fail closed). */
+  KORRAL_REDIS_TIMEOUT_MS: z.coerce.number().int().min(10).max(5_000).default(300),
+  /**
+   * `per-instance`: each process counts its own orders and calls, on purpose (one instance).
+   * Needed only on HTTP with NODE_ENV=production and no KORRAL_REDIS_URL.
+   */
+  KORRAL_LIMITS: z
+    .enum(["per-instance", "shared"], { error: 'must be "per-instance" or "shared" (or unset)' })
+    .optional(),
+  /** Tool calls per minute per caller (per fleet with KORRAL_REDIS_URL); 0 turns the backstop off. */
   KORRAL_RATE_LIMIT_PER_MIN: z.coerce.number().int().min(0).max(1_000_000).default(600),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** trace.jsonl and audit.log on disk; "off" where the disk is not kept (Cloud Run). */
@@ -135,14 +161,30 @@ export type Config = Readonly<{
   requireConfirmation: boolean;
   /** Unset: each process draws its own (see policy/request-state.ts). */
   requestStateKey: string | undefined;
+  /** Accepted, never signed with (a rotation); see policy/request-state.ts. */
+  previousRequestStateKey: string | undefined;
   storelinkUrl: string | undefined;
   storelinkTimeoutMs: number;
   production: boolean;
   allowedHosts: readonly string[];
   allowedOrigins: readonly string[];
   rateLimitPerMin: number;
+  /** Set: the limits are the fleet's, on this Redis (see KORRAL_REDIS_URL); a secret. */
+  redisUrl: string | undefined;
+  redisTimeoutMs: number;
+  /** Whether the operator said the limits are meant per instance. */
+  limitsPerInstance: boolean;
   shutdownGraceMs: number;
 }>;
+
+function isRedisUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === "redis:" || url.protocol === "rediss:") && url.hostname !== "";
+  } catch {
+    return false;
+  }
+}
 
 /** The longest shutdown grace Cloud Run leaves room for (see KORRAL_SHUTDOWN_GRACE_MS). */
 export const CLOUD_RUN_MAX_GRACE_MS = 9_000;
@@ -213,6 +255,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       "Invalid configuration: STORELINK_URL: required when NODE_ENV=production; set it to StoreLink's base URL (or set KORRAL_STORELINK=embedded to run the seeded demo StoreLink on purpose)",
     );
   }
+  if (c.KORRAL_REDIS_URL !== undefined && c.KORRAL_LIMITS === "per-instance") {
+    throw new ConfigError(
+      "Invalid configuration: KORRAL_LIMITS=per-instance and KORRAL_REDIS_URL are both set; unset one (KORRAL_REDIS_URL for limits shared by every replica, KORRAL_LIMITS=per-instance for one instance)",
+    );
+  }
+  if (c.KORRAL_REDIS_URL === undefined && c.KORRAL_LIMITS === "shared") {
+    throw new ConfigError(
+      "Invalid configuration: KORRAL_LIMITS=shared needs KORRAL_REDIS_URL, the limits store every replica shares",
+    );
+  }
   return {
     port: c.PORT,
     host: c.HOST,
@@ -233,12 +285,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
     requireConfirmation: ["on", "true", "1"].includes(c.KORRAL_REQUIRE_CONFIRMATION),
     requestStateKey: c.KORRAL_REQUEST_STATE_KEY,
+    previousRequestStateKey: c.KORRAL_REQUEST_STATE_KEY_PREVIOUS,
     storelinkUrl: c.STORELINK_URL,
     storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
     production,
     allowedHosts: c.KORRAL_ALLOWED_HOSTS,
     allowedOrigins: c.KORRAL_ALLOWED_ORIGINS,
     rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,
+    redisUrl: c.KORRAL_REDIS_URL,
+    redisTimeoutMs: c.KORRAL_REDIS_TIMEOUT_MS,
+    limitsPerInstance: c.KORRAL_LIMITS === "per-instance",
     shutdownGraceMs: c.KORRAL_SHUTDOWN_GRACE_MS,
   };
 }

@@ -1,6 +1,7 @@
 import { type Config, loadConfig } from "./config.js";
 import { createKeyProvider, type KeyInjection, keyProviderFor } from "./keys/index.js";
 import { recoverInterruptedWrites } from "./lifecycle/recovery.js";
+import { sharedLimitsFor } from "./limits/index.js";
 import type { Recorder } from "./logging/recorder.js";
 import { nullRecorder } from "./logging/records.js";
 import { setUpLogging, type Transport } from "./logging/setup.js";
@@ -19,8 +20,8 @@ import type { ComposedDeps, ServerDeps } from "./tools/define.js";
  * the confirmation signer and the per-caller rate limit. Only the recorder defaults to nothing:
  * the entries hand in the one that writes `log/`.
  *
- * Call it once per process: the loop guard, the rate limit and the confirmation signer are per
- * instance.
+ * Call it once per process: the confirmation signer, and the loop guard and the rate limit
+ * without a shared limits store, are per instance.
  */
 export function defaultDeps(
   overrides: Partial<ServerDeps> = {},
@@ -33,18 +34,29 @@ export function defaultDeps(
     loaded ??= loadConfig();
     return loaded;
   };
+  // The fleet's limits store, when KORRAL_REDIS_URL names one: the cap and the limiter share it.
+  const shared = () => sharedLimitsFor(cfg());
   return {
     storelink: overrides.storelink ?? createStoreLink(cfg()),
     keys: overrides.keys ?? keyProviderFor(cfg(), inject),
     recorder: overrides.recorder ?? nullRecorder,
-    orderCap: overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour }),
+    orderCap:
+      overrides.orderCap ??
+      new OrderCap({
+        perHour: cfg().orderCapPerHour,
+        ...(shared() === undefined ? {} : { shared: shared() }),
+      }),
     confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
     // An explicit `limiter: undefined` means none (tests that count past any limit).
-    limiter: "limiter" in overrides ? overrides.limiter : limiterFor(cfg().rateLimitPerMin),
-    signer: overrides.signer ?? stateSigner(cfg().requestStateKey),
+    limiter:
+      "limiter" in overrides ? overrides.limiter : limiterFor(cfg().rateLimitPerMin, shared()),
+    signer: overrides.signer ?? stateSigner(cfg().requestStateKey, cfg().previousRequestStateKey),
     requireConfirmation: overrides.requireConfirmation ?? cfg().requireConfirmation,
   };
 }
+
+/** How long start-up waits for the shared limits store before it serves without it. */
+const LIMITS_START_WAIT_MS = 5_000;
 
 /**
  * An entry's dependencies: logging set up, the writes a killed predecessor left audited, and the
@@ -57,6 +69,8 @@ export async function startDeps(
 ): Promise<{ deps: ComposedDeps; recorder: Recorder }> {
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
+  // The first calls count on the fleet's store when it answers in time; reads never wait past it.
+  await sharedLimitsFor(config)?.whenReady(LIMITS_START_WAIT_MS);
   const keys = await createKeyProvider(config);
   return { deps: defaultDeps({ keys, recorder }, config), recorder };
 }

@@ -17,6 +17,7 @@ export const ERROR_TYPES = [
   "idempotency_conflict",
   "not_confirmed",
   "order_cap_reached",
+  "limits_unavailable",
   "storelink_unavailable",
   "outcome_unknown",
   "rate_limited",

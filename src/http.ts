@@ -83,6 +83,18 @@ function requireRequestStateKey(config: Config): void {
   }
 }
 
+/**
+ * Several replicas count the order cap and the rate limit as one only on a shared limits store:
+ * production says where it is, or that one instance is meant.
+ */
+function requireSharedLimits(config: Config): void {
+  if (config.production && config.redisUrl === undefined && !config.limitsPerInstance) {
+    throw new ConfigError(
+      "Invalid configuration: KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production, so every replica counts the order cap and the rate limit together; set it to the limits store (see DEPLOYMENT.md), or set KORRAL_LIMITS=per-instance if one instance is meant",
+    );
+  }
+}
+
 function warnOfEphemeralKey(config: Config): void {
   if (config.requestStateKey !== undefined) return;
   opsLog.warn(
@@ -93,6 +105,7 @@ function warnOfEphemeralKey(config: Config): void {
 async function main(): Promise<void> {
   const config = loadConfig();
   requireRequestStateKey(config);
+  requireSharedLimits(config);
   const { deps, recorder } = await startDeps(config, "http");
   warnOfEphemeralKey(config);
   serve(deps, config, () => recorder.close());

@@ -45,6 +45,8 @@ export function setUpLogging(config: Config, transport: Transport): Recorder {
     log_files: config.logFiles,
     log_stdout: logStdout,
     storelink: storelinkInUse(config),
+    // Whether the order cap and the rate limit are the fleet's; never the store's URL.
+    limits: config.redisUrl === undefined ? "per-instance" : "shared (redis)",
     log_level: config.logLevel,
     google_cloud_project: config.googleCloudProject ?? null,
   };

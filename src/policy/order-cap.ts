@@ -1,159 +1,188 @@
+import { randomUUID } from "node:crypto";
 import { ToolError } from "../errors.js";
+import type { LimitsHealth } from "../limits/health.js";
+import { MemorySlotBook, type Settle, type SlotBook, type SlotCounts } from "../limits/slots.js";
 import type { Sku, Store } from "../storelink/client.js";
 
 /**
- * The loop guard: at most `perHour` orders for the same store and SKU in a rolling hour. It lives
- * in this MCP process (one instance shared by every request), so with several replicas each
- * counts its own orders. It stops a looping agent; StoreLink's dedupe stops duplicate trucks.
+ * The loop guard: at most `perHour` orders for the same store and SKU in a rolling hour, counted
+ * in a slot book (limits/slots.ts): this process's own, or the fleet's on Redis. It stops a
+ * looping agent; StoreLink's dedupe stops duplicate trucks.
  *
- * It never relies on StoreLink's dedupe: every create holds a free slot before it is sent, and
- * only StoreLink's own answer `replayed: true` (or a refusal before sending) gives it back. A
- * "probable replay" cannot be told apart from a new order in this process (a StoreLink may fold
- * nothing without an Idempotency-Key, or its window may differ), so none passes without a slot.
+ * - Every create holds a slot before it is sent; a slot is named by the write's idempotency key,
+ *   so a retry with the same key joins the slot its first attempt holds (pending or counted)
+ *   and goes to StoreLink, which folds it: a retry is never refused by the cap.
+ * - A key-less create takes a slot of its own: it cannot be told apart from a new order.
+ * - The slot counts when StoreLink created the order or the outcome is unknown; it is given
+ *   back when nothing was sent or StoreLink replayed an order older than the slot.
+ * - When the book cannot be read (a shared store down, slow or answering garbage), no write is
+ *   sent: `limitsUnavailable`, retryable. A settle that fails leaves the slot pending, which
+ *   still counts (an over-count is the safe side).
  */
-
-const HOUR_MS = 60 * 60_000;
 
 export interface OrderCapOptions {
   /** 0 turns the guard off. */
   perHour: number;
+  /** The per-process book's clock (tests); ignored with `shared`. */
   now?: () => number;
+  /** The fleet's book (limits/redis.ts); this process's own when absent. */
+  shared?: SharedBook;
 }
 
-/** A slot held while a write is in flight. Exactly one of the two must be called. */
+/** A slot book on a shared store, with its health and a describer of its errors. */
+export interface SharedBook {
+  slots: SlotBook;
+  /** Told of every failed and answered call. */
+  health: LimitsHealth;
+  /** A failure of the store for the ops log, without its secrets. */
+  describe(error: unknown): string;
+}
+
+/** A slot held by a write. Exactly one of the two is called; neither ever throws. */
 export interface Reservation {
-  /** A new order was created, or may have been (outcome unknown): it counts. */
-  commit(): void;
-  /** Nothing new was created (refused, or StoreLink replayed an order): it does not count. */
-  release(): void;
-}
-
-export type ReserveResult =
-  | { ok: true; reservation: Reservation }
-  | { ok: false; count: number; limit: number; placed: number; inFlight: number };
-
-interface Entry {
-  /** When the order counted from (its commit); for a pending slot, when it was taken. */
-  at: number;
-  /** Held by a write still in flight: never expires, whatever the clock says. */
-  pending: boolean;
+  /** StoreLink answered: `replayed` says whether it folded this write into an earlier order. */
+  answered(replayed: boolean): Promise<void>;
+  /** The write failed: `mayHaveLanded` says whether the order may exist all the same. */
+  failed(mayHaveLanded: boolean): Promise<void>;
 }
 
 export class OrderCap {
   readonly perHour: number;
-  readonly #now: () => number;
-  readonly #entries = new Map<string, Entry[]>();
+  /** Whether the count is the fleet's (a shared store) or this process's. */
+  readonly shared: boolean;
+  readonly #slots: SlotBook;
+  readonly #health: LimitsHealth | undefined;
+  readonly #describe: (error: unknown) => string;
 
   constructor(options: OrderCapOptions) {
     this.perHour = options.perHour;
-    this.#now = options.now ?? Date.now;
+    this.shared = options.shared !== undefined;
+    this.#slots = options.shared?.slots ?? new MemorySlotBook(options.now);
+    this.#health = options.shared?.health;
+    this.#describe = options.shared?.describe ?? String;
   }
 
   /**
-   * Checks the cap and, if there is room, holds a slot at once (synchronously, so concurrent
-   * calls cannot all squeeze under the limit). Every create needs one, retries included; a retry
-   * that StoreLink answers with `replayed: true` releases it.
+   * Holds a slot for the write (joining the one its idempotency key holds), or throws the cap's
+   * refusal; throws `limitsUnavailable` when the book cannot be read.
    */
-  reserve(storeId: string, sku: string): ReserveResult {
-    if (this.perHour <= 0) return { ok: true, reservation: NO_OP };
-    const entries = this.#bucket(storeId, sku, this.#now());
-    if (entries.length >= this.perHour) {
-      const inFlight = entries.filter((entry) => entry.pending).length;
-      return {
-        ok: false,
-        count: entries.length,
-        limit: this.perHour,
-        placed: entries.length - inFlight,
-        inFlight,
-      };
-    }
-    const entry: Entry = { at: this.#now(), pending: true };
-    entries.push(entry);
-    let settled = false;
+  async hold(store: Store, item: Sku, idempotencyKey: string | undefined): Promise<Reservation> {
+    if (this.perHour <= 0) return NO_OP;
+    const bucket = bucketOf(store, item);
+    const name = idempotencyKey === undefined ? `once:${randomUUID()}` : `key:${idempotencyKey}`;
+    const taken = await this.#ask(() => this.#slots.take(bucket, name, this.perHour));
+    if (taken.kind === "full") throw capReached(store, item, this.perHour, taken);
+    const joined = taken.kind === "held";
+    const settle = (how: Settle | undefined): Promise<void> =>
+      how === undefined ? Promise.resolve() : this.#settle(bucket, name, how);
     return {
-      ok: true,
-      reservation: {
-        commit: () => {
-          if (settled) return;
-          settled = true;
-          // The rolling hour runs from when the order was created, not from when the buyer
-          // started confirming it.
-          entry.at = this.#now();
-          entry.pending = false;
-        },
-        release: () => {
-          if (settled) return;
-          settled = true;
-          const index = entries.indexOf(entry);
-          if (index >= 0) entries.splice(index, 1);
-        },
-      },
+      // A joiner's replay proves the slot's order landed; a holder's means it is older.
+      answered: (replayed) => settle(replayed ? (joined ? "landed" : "release") : "count"),
+      // A joiner gives back nothing: the slot is its first attempt's.
+      failed: (mayHaveLanded) =>
+        settle(mayHaveLanded ? "uncertain" : joined ? undefined : "release"),
     };
   }
 
-  /** Would a new order be refused right now? For previews and round 1; holds nothing. */
-  isFull(storeId: string, sku: string): boolean {
-    return this.perHour > 0 && this.#bucket(storeId, sku, this.#now()).length >= this.perHour;
+  /**
+   * For a preview and round 1: throws the cap's refusal if this order would be refused now (a
+   * key that holds a slot never is); holds nothing.
+   */
+  async refuseIfFull(store: Store, item: Sku, idempotencyKey: string | undefined): Promise<void> {
+    if (this.perHour <= 0) return;
+    const name = idempotencyKey === undefined ? "" : `key:${idempotencyKey}`;
+    const peeked = await this.#ask(() =>
+      this.#slots.peek(bucketOf(store, item), name, this.perHour),
+    );
+    if (peeked.kind === "full") throw capReached(store, item, this.perHour, peeked);
   }
 
-  /** Orders counted for a store+SKU this hour: placed, and still being written. */
-  counts(storeId: string, sku: string): { placed: number; inFlight: number } {
-    const entries = this.#bucket(storeId, sku, this.#now());
-    const inFlight = entries.filter((entry) => entry.pending).length;
-    return { placed: entries.length - inFlight, inFlight };
+  async #ask<T>(decide: () => Promise<T>): Promise<T> {
+    try {
+      const answer = await decide();
+      this.#health?.answered();
+      return answer;
+    } catch (error) {
+      this.#health?.failed(this.#describe(error));
+      throw limitsUnavailable();
+    }
   }
 
-  /** The live entries for a store+SKU, pruned in place (reservations hold the same array). */
-  #bucket(storeId: string, sku: string, now: number): Entry[] {
-    const bucketKey = `${storeId}\u0000${sku}`;
-    let entries = this.#entries.get(bucketKey);
-    if (!entries) {
-      entries = [];
-      this.#entries.set(bucketKey, entries);
+  async #settle(bucket: string, name: string, how: Settle): Promise<void> {
+    try {
+      await this.#slots.settle(bucket, name, how);
+      this.#health?.answered();
+    } catch (error) {
+      // The slot stays as it was (pending counts): never a failure of the write itself.
+      this.#health?.failed(this.#describe(error));
     }
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const entry = entries[i];
-      if (entry && !entry.pending && now - entry.at >= HOUR_MS) entries.splice(i, 1);
-    }
-    return entries;
   }
 }
 
-const NO_OP: Reservation = { commit() {}, release() {} };
+const bucketOf = (store: Store, item: Sku): string => `${store.store_id}:${item.sku}`;
+
+const NO_OP: Reservation = {
+  answered: () => Promise.resolve(),
+  failed: () => Promise.resolve(),
+};
 
 /** The refusal the model reads at the cap: what was counted, and who can place a real volume. */
 export function capReached(
   store: Store,
   item: Sku,
   limit: number,
-  { placed, inFlight }: { placed: number; inFlight: number },
+  { placed, uncertain, inFlight }: SlotCounts,
 ): ToolError {
-  const pending =
+  const more = [
     inFlight > 0
-      ? `, and ${inFlight} more ${inFlight === 1 ? "is" : "are"} being submitted now`
-      : "";
+      ? `${inFlight} more ${inFlight === 1 ? "is" : "are"} being submitted now`
+      : undefined,
+    uncertain > 0
+      ? `${uncertain} ${uncertain === 1 ? "has" : "have"} an unknown outcome and may have landed`
+      : undefined,
+  ].filter((part) => part !== undefined);
+  const counted = `${placed} ${placed === 1 ? "was" : "were"} placed in the last hour${more.map((part) => `, and ${part}`).join("")}`;
+  // "Nothing was submitted" is said only where it is true of every order counted.
+  const sent =
+    uncertain > 0
+      ? "This request was not sent to StoreLink. To learn whether an earlier order landed, resend it with its own idempotency_key (a retry is never refused here) or check it with get_replenishment_status."
+      : "Nothing was submitted.";
   return new ToolError(
     "order_cap_reached",
     `Order limit reached: this server allows ${limit} orders an hour for ${item.name} ` +
-      `(SKU ${item.sku}) at ${store.name} (store ${store.store_id}); ${placed} ${placed === 1 ? "was" : "were"} ` +
-      `placed in the last hour${pending}. Nothing was submitted. If the volume is real, contact Korral ops to place it.`,
-    "Do not retry. Tell the buyer the hourly limit was reached and that Korral ops can place " +
-      "the order if the volume is real; check the earlier orders with get_replenishment_status.",
+      `(SKU ${item.sku}) at ${store.name} (store ${store.store_id}); ${counted}. ${sent} ` +
+      "If the volume is real, contact Korral ops to place it.",
+    "Do not retry with a new idempotency_key. Tell the buyer the hourly limit was reached and " +
+      "that Korral ops can place the order if the volume is real; check the earlier orders with " +
+      "get_replenishment_status.",
     false,
   );
 }
 
-/** For a preview and round 1: throws the cap's refusal if a new order would be refused now. */
-export function refuseIfFull(cap: OrderCap | undefined, store: Store, item: Sku): void {
-  if (cap?.isFull(store.store_id, item.sku)) {
-    throw capReached(store, item, cap.perHour, cap.counts(store.store_id, item.sku));
-  }
+/** The shared order limits could not be checked: nothing is sent, and a retry may succeed. */
+export function limitsUnavailable(): ToolError {
+  return new ToolError(
+    "limits_unavailable",
+    "The order limits could not be checked (the service's limits store did not answer), so " +
+      "nothing was submitted.",
+    "Retry in a minute with the same arguments and idempotency_key; if it keeps failing, tell " +
+      "the buyer that ordering is paused and Korral IT is looking into it. Reads still work.",
+    true,
+  );
 }
 
-/** For the write itself: holds a slot (see `reserve`), or throws the cap's refusal. */
-export function holdSlot(cap: OrderCap | undefined, store: Store, item: Sku): Reservation {
-  if (!cap) return NO_OP;
-  const held = cap.reserve(store.store_id, item.sku);
-  if (!held.ok) throw capReached(store, item, held.limit, held);
-  return held.reservation;
-}
+/** For the write itself: a slot under the cap, if there is one (see `OrderCap.hold`). */
+export const holdSlot = (
+  cap: OrderCap | undefined,
+  store: Store,
+  item: Sku,
+  idempotencyKey: string | undefined,
+): Promise<Reservation> => cap?.hold(store, item, idempotencyKey) ?? Promise.resolve(NO_OP);
+
+/** For a preview and round 1 (see `OrderCap.refuseIfFull`). */
+export const refuseIfFull = async (
+  cap: OrderCap | undefined,
+  store: Store,
+  item: Sku,
+  idempotencyKey: string | undefined,
+): Promise<void> => cap?.refuseIfFull(store, item, idempotencyKey);

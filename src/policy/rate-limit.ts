@@ -1,77 +1,97 @@
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import type { LimitsHealth } from "../limits/health.js";
+import type { RedisClient } from "../limits/redis.js";
+
 /**
- * The tool-call backstop the MCP tools spec asks for: a token bucket per caller, per process.
- * A caller may burst up to `perMinute` calls, then gets `perMinute / 60` a second. Large by
- * default so a buyer's agent never meets it; it stops a runaway loop, not a determined attacker.
+ * The tool-call backstop the MCP tools spec asks for: at most `perMinute` calls per caller in
+ * each minute, the minute starting at the caller's first call (rate-limiter-flexible's fixed
+ * window). Counted on the shared limits store when there is one (the window's expiry on Redis's
+ * clock, one script per call), else in this process. Large by default so a buyer's agent never
+ * meets it; it stops a runaway loop, not a determined attacker.
+ *
+ * It fails open: when the shared store does not answer, the call is counted by this process's
+ * own limiter instead (reads go on; writes are held by the order cap, which fails closed).
  */
 export interface CallLimiter {
   /** Takes one call for `caller`: null if allowed, else whole seconds until one would be. */
-  take(caller: string): { retryAfterSeconds: number } | null;
+  take(caller: string): Promise<{ retryAfterSeconds: number } | null>;
 }
 
-interface Bucket {
-  tokens: number;
-  updatedMs: number;
+type Limiter = RateLimiterMemory | RateLimiterRedis;
+
+const WINDOW_SECONDS = 60;
+
+async function takeFrom(
+  limiter: Limiter,
+  caller: string,
+): Promise<{ retryAfterSeconds: number } | null> {
+  try {
+    await limiter.consume(caller);
+    return null;
+  } catch (refused) {
+    if (refused instanceof RateLimiterRes) {
+      return { retryAfterSeconds: Math.max(1, Math.ceil(refused.msBeforeNext / 1000)) };
+    }
+    throw refused;
+  }
 }
 
-export class TokenBucketLimiter implements CallLimiter {
-  private readonly buckets = new Map<string, Bucket>();
-  private readonly refillPerMs: number;
-  private lastSweepMs: number;
+/** The per-process limiter: memory holds only the callers of the last minute. */
+export class MemoryCallLimiter implements CallLimiter {
+  readonly #limiter: RateLimiterMemory;
+
+  constructor(perMinute: number) {
+    if (!(perMinute > 0)) throw new RangeError("perMinute must be positive");
+    this.#limiter = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS });
+  }
+
+  take(caller: string): Promise<{ retryAfterSeconds: number } | null> {
+    return takeFrom(this.#limiter, caller);
+  }
+}
+
+/** The fleet's limiter on the shared store, with this process's own as its fallback. */
+export class SharedCallLimiter implements CallLimiter {
+  readonly #shared: RateLimiterRedis;
+  readonly #fallback: MemoryCallLimiter;
 
   constructor(
-    private readonly perMinute: number,
-    private readonly now: () => number = Date.now,
-    /** Hard cap on remembered callers; past it, the longest-idle are forgotten first. */
-    private readonly maxCallers = 10_000,
+    perMinute: number,
+    client: RedisClient,
+    private readonly health: LimitsHealth,
+    private readonly describe: (error: unknown) => string,
   ) {
-    if (!(perMinute > 0)) throw new RangeError("perMinute must be positive");
-    this.refillPerMs = perMinute / 60_000;
-    this.lastSweepMs = now();
+    this.#fallback = new MemoryCallLimiter(perMinute);
+    this.#shared = new RateLimiterRedis({
+      storeClient: client,
+      useRedisPackage: true,
+      // Refused at once while the connection is down, instead of waiting out the deadline.
+      rejectIfRedisNotReady: true,
+      keyPrefix: "korral:rate",
+      points: perMinute,
+      duration: WINDOW_SECONDS,
+    });
   }
 
-  /** How many callers are remembered (for tests of the memory bound). */
-  get size(): number {
-    return this.buckets.size;
-  }
-
-  take(caller: string): { retryAfterSeconds: number } | null {
-    const nowMs = this.now();
-    this.sweep(nowMs);
-    const bucket = this.buckets.get(caller);
-    let tokens = this.perMinute;
-    if (bucket) {
-      tokens = Math.min(
-        this.perMinute,
-        bucket.tokens + (nowMs - bucket.updatedMs) * this.refillPerMs,
-      );
-      // Re-insert so Map order stays least-recently-used first, for the cap below.
-      this.buckets.delete(caller);
-    } else if (this.buckets.size >= this.maxCallers) {
-      const oldest = this.buckets.keys().next().value;
-      if (oldest !== undefined) this.buckets.delete(oldest);
-    }
-    if (tokens < 1) {
-      this.buckets.set(caller, { tokens, updatedMs: nowMs });
-      return { retryAfterSeconds: Math.max(1, Math.ceil((1 - tokens) / this.refillPerMs / 1000)) };
-    }
-    this.buckets.set(caller, { tokens: tokens - 1, updatedMs: nowMs });
-    return null;
-  }
-
-  /**
-   * A caller idle for a minute has refilled completely, which is the same as being unknown, so
-   * forgetting it changes nothing. Sweeps at most once a minute; memory stays bounded by the
-   * callers active in the last two minutes (and by maxCallers).
-   */
-  private sweep(nowMs: number): void {
-    if (nowMs - this.lastSweepMs < 60_000) return;
-    this.lastSweepMs = nowMs;
-    for (const [caller, bucket] of this.buckets) {
-      if (nowMs - bucket.updatedMs >= 60_000) this.buckets.delete(caller);
+  async take(caller: string): Promise<{ retryAfterSeconds: number } | null> {
+    try {
+      const taken = await takeFrom(this.#shared, caller);
+      this.health.answered();
+      return taken;
+    } catch (error) {
+      this.health.failed(this.describe(error));
+      return this.#fallback.take(caller);
     }
   }
 }
 
 /** The configured backstop: `KORRAL_RATE_LIMIT_PER_MIN`, where 0 means none. */
-export const limiterFor = (perMinute: number): CallLimiter | undefined =>
-  perMinute > 0 ? new TokenBucketLimiter(perMinute) : undefined;
+export function limiterFor(
+  perMinute: number,
+  shared?: { client: RedisClient; health: LimitsHealth; describe: (error: unknown) => string },
+): CallLimiter | undefined {
+  if (!(perMinute > 0)) return undefined;
+  return shared
+    ? new SharedCallLimiter(perMinute, shared.client, shared.health, shared.describe)
+    : new MemoryCallLimiter(perMinute);
+}

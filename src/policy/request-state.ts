@@ -49,19 +49,30 @@ export interface StateSigner {
   readonly ephemeral: boolean;
 }
 
-export function stateSigner(key: string | undefined): StateSigner {
-  const bytes = key === undefined ? randomBytes(32) : Buffer.from(key, "utf8");
-  if (bytes.length < 32) throw new RangeError("the request-state key must be at least 32 bytes");
-  const codec = createRequestStateCodec<SignedState>({
-    key: new Uint8Array(bytes),
-    ttlSeconds: REQUEST_STATE_TTL_SECONDS,
-  });
+/**
+ * `key` signs and checks; `previous` (a key being rotated out) only checks, so state minted
+ * before a roll is still accepted by replicas that already have the new key.
+ */
+export function stateSigner(key: string | undefined, previous?: string): StateSigner {
+  const current = codecOf(key === undefined ? randomBytes(32) : Buffer.from(key, "utf8"));
+  const older = previous === undefined ? undefined : codecOf(Buffer.from(previous, "utf8"));
+  const open = async (wire: string): Promise<unknown> => {
+    try {
+      // The codec's context argument is only read by a `bind` hook, which this codec has none of.
+      return await current.verify(wire, undefined as never);
+    } catch (error) {
+      // Expired under the current key is expired; anything else may be the previous key's.
+      if (older === undefined || (error instanceof Error && error.message === "expired")) {
+        throw error;
+      }
+      return older.verify(wire, undefined as never);
+    }
+  };
   return {
     ephemeral: key === undefined,
-    mint: (state, caller) => codec.mint({ ...state, caller: callerDigest(caller) }),
+    mint: (state, caller) => current.mint({ ...state, caller: callerDigest(caller) }),
     async verify(wire) {
-      // The codec's context argument is only read by a `bind` hook, which this codec has none of.
-      const state = await codec.verify(wire, undefined as never);
+      const state = (await open(wire)) as Partial<SignedState> | null;
       if (
         state === null ||
         typeof state !== "object" ||
@@ -71,10 +82,18 @@ export function stateSigner(key: string | undefined): StateSigner {
       ) {
         throw new Error("malformed");
       }
-      return state;
+      return state as SignedState;
     },
     isCaller: (state, caller) => state.caller === callerDigest(caller),
   };
+}
+
+function codecOf(bytes: Buffer) {
+  if (bytes.length < 32) throw new RangeError("the request-state key must be at least 32 bytes");
+  return createRequestStateCodec<SignedState>({
+    key: new Uint8Array(bytes),
+    ttlSeconds: REQUEST_STATE_TTL_SECONDS,
+  });
 }
 
 /** The caller as the state carries it: the client can read the payload, so never in clear. */

@@ -21,7 +21,7 @@ export interface ServerDeps {
   storelink: StoreLinkClient;
   keys: StoreKeyProvider;
   recorder: CallRecorder;
-  /** The per-instance loop guard on writes. Create it once per process (defaultDeps does). */
+  /** The loop guard on writes (per process, or the fleet's). Create it once per process. */
   orderCap?: OrderCap;
   /** Ask the buyer to confirm each order when the client can elicit (default on). */
   confirmWrites?: boolean;
@@ -167,7 +167,7 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
         await spec.onRefused?.(raw, error, ctx);
         return error;
       };
-      const limited = ctx.limiter?.take(ctx.caller);
+      const limited = await ctx.limiter?.take(ctx.caller);
       if (limited) throw await refuse(rateLimited(limited.retryAfterSeconds));
       const parsed = spec.input.safeParse(raw ?? {});
       if (!parsed.success) {

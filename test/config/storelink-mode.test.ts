@@ -141,6 +141,7 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
       NODE_ENV: "production",
       KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
       KORRAL_LOG_DIR: logDir,
+      KORRAL_LIMITS: "per-instance",
       ...env,
     });
     started.push(run);

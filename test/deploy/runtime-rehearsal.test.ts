@@ -9,6 +9,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type Child, startEmulatorProcess } from "../e2e/processes.js";
+import { type RunningRedis, startRedis } from "../helpers/redis.js";
 import { freePort } from "../helpers/spawn.js";
 
 /**
@@ -64,9 +65,13 @@ const unquote = (value: string): string =>
 /**
  * Follows DEPLOYMENT.md from its first line to the end of section 5, as an operator would:
  * every `export` in order (the command substitutions, which ask Google Cloud, are answered by
- * `answers`), then the deploy command's variables and the update that follows it.
+ * `answers`), then the deploy command's variables and the update that follows it. A secret's
+ * value is `secretValues`' (the limits store's URL), else a fresh random one.
  */
-function serviceEnvFromDeploymentMd(answers: Record<string, string>) {
+function serviceEnvFromDeploymentMd(
+  answers: Record<string, string>,
+  secretValues: Record<string, string> = {},
+) {
   const lines = shellLines(read("DEPLOYMENT.md"), "# Deploying", "## 6.");
   const vars: Record<string, string> = {};
   let env: Record<string, string> | undefined;
@@ -86,7 +91,7 @@ function serviceEnvFromDeploymentMd(answers: Record<string, string>) {
     if (secrets && env) {
       for (const name of Object.keys(envVarsOf(secrets[1] as string))) {
         if (name.startsWith("/")) mounts.push(name);
-        else env[name] = randomBytes(36).toString("base64");
+        else env[name] = secretValues[name] ?? randomBytes(36).toString("base64");
       }
     }
     const update = /^gcloud run services update .*--update-env-vars=("[^"]*"|\S+)/.exec(line);
@@ -153,6 +158,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   let work: string;
   let app: string;
   let emulator: Child;
+  // Memorystore's stand-in: a real Redis on loopback, with a password (over TLS in production).
+  let redis: RunningRedis;
   let child: ChildProcess | undefined;
   let stderr = "";
   let stdout = "";
@@ -183,7 +190,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     // The emulator stands in for StoreLink at STORELINK_URL.
     emulator = await startEmulatorProcess();
     answers.STORELINK_URL = emulator.url;
-    deployed = serviceEnvFromDeploymentMd(answers);
+    redis = await startRedis();
+    deployed = serviceEnvFromDeploymentMd(answers, { KORRAL_REDIS_URL: redis.url });
     // Each secret mounted as a file (the internal CA) lands under the work directory, and the
     // variables that name its path are pointed there.
     for (const path of deployed.mounts) {
@@ -239,6 +247,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       child.kill("SIGKILL");
     }
     await emulator?.stop();
+    await redis?.kill();
     if (work) await rm(work, { recursive: true, force: true });
   });
 
@@ -283,6 +292,28 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     expect(await can("-r", join(work, "app/dist/http.js"))).toBe(true);
     expect(await can("-w", join(work, "app/dist/http.js"))).toBe(false);
     expect(await can("-w", join(work, "app/node_modules"))).toBe(false);
+  });
+
+  it("section 4: the limits store comes from Secret Manager, and the service counts on it", () => {
+    expect(deployed.env.KORRAL_REDIS_URL).toBe(redis.url);
+    expect(deployed.env.KORRAL_LIMITS).toBeUndefined();
+    expect(stderr).toContain('"limits":"shared (redis)"');
+    expect(stderr).toContain("limits store connected");
+    expect(stderr + stdout).not.toContain(redis.password);
+  });
+
+  it("the same deployment without KORRAL_REDIS_URL refuses to start: one line, exit 2", async () => {
+    const env: NodeJS.ProcessEnv = { ...serverEnv, PORT: String(await freePort()) };
+    delete env.KORRAL_REDIS_URL;
+    const [file = "", ...prefix] = command;
+    const alone = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
+    let err = "";
+    alone.stderr?.on("data", (d) => (err += d));
+    const code = await new Promise<number | null>((resolve) => alone.once("exit", resolve));
+    expect(code).toBe(2);
+    expect(err.trimEnd().split("\n")).toEqual([
+      expect.stringContaining("KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production"),
+    ]);
   });
 
   it("the same deployment without STORELINK_URL refuses to start: one line, exit 2", async () => {

@@ -225,6 +225,7 @@ beforeAll(async () => {
     NODE_ENV: "production",
     KORRAL_STORELINK: "embedded",
     KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
+    KORRAL_LIMITS: "per-instance",
     NODE_OPTIONS: `--require=${probe}`,
   });
   await waitForHealthy(`http://127.0.0.1:${port}/healthz`);

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import { FAILED_LIMITS } from "../../src/logging/redact.js";
-import { TokenBucketLimiter } from "../../src/policy/rate-limit.js";
+import { MemoryCallLimiter } from "../../src/policy/rate-limit.js";
 import type { ServerDeps } from "../../src/tools/define.js";
 import { connect, errorOf, HERO_REASON } from "../helpers/harness.js";
 
@@ -57,7 +57,7 @@ describe("a refused call's log lines are capped", () => {
     expect((await ok.call("create_replenishment_order", order(valid))).isError).toBeFalsy();
     await ok.close();
     // One call a minute: the first (invalid) call takes the token, the second is rate-limited.
-    const h = await session({ limiter: new TokenBucketLimiter(1) });
+    const h = await session({ limiter: new MemoryCallLimiter(1) });
     expect(errorOf(await h.call("create_replenishment_order", order(HUGE_REASON))).type).toBe(
       "invalid_arguments",
     );

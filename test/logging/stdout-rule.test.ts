@@ -87,6 +87,7 @@ describe("the built dist/http.js, stdout per mode", () => {
       NODE_ENV: "production",
       KORRAL_STORELINK: "embedded",
       KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
+      KORRAL_LIMITS: "per-instance",
     });
     const entries = stdout
       .trimEnd()

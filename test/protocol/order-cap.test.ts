@@ -66,12 +66,18 @@ describe("loop guard with a StoreLink that folds nothing", () => {
     expect(outcomes(h)).toEqual([...Array(3).fill("CREATED"), ...Array(7).fill("REJECTED")]);
   });
 
-  it("10 creates with the same idempotency key: a retry needs a slot too", async () => {
+  it("10 creates with the same idempotency key: one slot, every retry sent for StoreLink to fold", async () => {
     const { h, storelink } = await start();
     const args = { ...HERO, idempotency_key: "approval-0001" };
-    for (let i = 0; i < 10; i++) await h.call("create_replenishment_order", args);
-    expect(storelink.landed).toHaveLength(3);
-    expect(storelink.attemptsOf("createOrder")).toBe(3);
+    const results: CallToolResult[] = [];
+    for (let i = 0; i < 10; i++) results.push(await h.call("create_replenishment_order", args));
+    expect(types(results)).toEqual(Array(10).fill("ok"));
+    expect(storelink.attemptsOf("createOrder")).toBe(10);
+    // The key holds one slot of three: two new orders fit, the third is refused.
+    const more = [1, 2, 3].map((n) => ({ ...HERO, quantity: n }));
+    const after: CallToolResult[] = [];
+    for (const order of more) after.push(await h.call("create_replenishment_order", order));
+    expect(types(after)).toEqual(["ok", "ok", "order_cap_reached"]);
   });
 
   it("10 identical key-less creates at once: still 3", async () => {

@@ -382,22 +382,31 @@ describe("loop guard", () => {
     expect(errorOf(await order(h, 5, { dry_run: true })).type).toBe("order_cap_reached");
   });
 
-  it("replays do not count; at the cap even a retry is refused before it is sent", async () => {
+  it("replays do not count, and a retry with the same key is never refused by the cap", async () => {
     const h = await start({ orderCap: new OrderCap({ perHour: 3 }) });
-    ok(await order(h, 1, { idempotency_key: "approval-0001" }));
-    // Each retry holds a slot until StoreLink answers replayed: true, then gives it back.
+    const first = ok(await order(h, 1, { idempotency_key: "approval-0001" }));
+    // A retry joins the slot its key holds: no second slot, and StoreLink folds it.
     for (let i = 0; i < 4; i++) {
       expect(ok(await order(h, 1, { idempotency_key: "approval-0001" })).replayed).toBe(true);
     }
     ok(await order(h, 2));
     ok(await order(h, 3));
-    // Three orders counted: nothing else is sent this hour, a retry neither (this process cannot
-    // know StoreLink will fold it); the buyer is told to check the earlier orders.
-    const retry = errorOf(await order(h, 1, { idempotency_key: "approval-0001" }));
-    expect(retry.type).toBe("order_cap_reached");
-    expect(retry.next_step).toContain("get_replenishment_status");
-    expect(errorOf(await order(h, 4)).type).toBe("order_cap_reached");
-    expect(outcomes(h).slice(-2)).toEqual(["REJECTED -", "REJECTED -"]);
+    // Three orders counted: a new one is refused, but the retry of the first still gets the
+    // order that landed (it is never told to have ops place it again).
+    const retry = ok(await order(h, 1, { idempotency_key: "approval-0001" }));
+    expect(retry).toMatchObject({ replayed: true, order_id: first.order_id });
+    const refused = errorOf(await order(h, 4, { idempotency_key: "approval-0004" }));
+    expect(refused.type).toBe("order_cap_reached");
+    expect(refused.next_step).toContain("get_replenishment_status");
+    // A preview of the retry is not refused either; of a new order it is.
+    ok(await order(h, 1, { idempotency_key: "approval-0001", dry_run: true }));
+    expect(errorOf(await order(h, 4, { dry_run: true })).type).toBe("order_cap_reached");
+    expect(outcomes(h).slice(-4)).toEqual([
+      `REPLAYED ${first.order_id}`,
+      "REJECTED -",
+      "PREVIEW -",
+      "REJECTED -",
+    ]);
   });
 
   it("is a rolling hour", async () => {

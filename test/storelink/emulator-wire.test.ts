@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { createEmulatorApp } from "../../src/storelink-emulator.js";
 
@@ -75,6 +76,34 @@ describe("StoreLink emulator wire format", () => {
     expect((await post().send({ ...BODY, quantity: 6 })).body.order_id).toBe("RPL-47-002");
     const read = await request(app).get("/v1/stores/47/orders/RPL-47-001").set(KEY);
     expect(read.body).toEqual(first.body);
+  });
+
+  it("keeps the contract the fleet rests on: concurrent POSTs with one key make one order, and a key is kept for 24 hours", async () => {
+    expect(SPEC).toContain("keeps a key for at least 24 hours");
+    expect(SPEC).toContain(
+      "Concurrent\n            POSTs with the same key and body make exactly one order",
+    );
+    let now = Date.parse("2026-12-01T08:00:00Z");
+    const storelink = new InMemoryStoreLink({ now: () => new Date(now) });
+    const app = createEmulatorApp({ storelink });
+    const post = () =>
+      request(app).post("/v1/stores/47/orders").set(KEY).set("Idempotency-Key", "fleet-k-1");
+    const answers = await Promise.all(Array.from({ length: 20 }, () => post().send(BODY)));
+    expect(answers.map((res) => res.status).sort()).toEqual([...Array(19).fill(200), 201]);
+    expect(new Set(answers.map((res) => res.body.order_id))).toEqual(new Set(["RPL-47-001"]));
+    now += 24 * 60 * 60_000 + 1;
+    const late = await post().send(BODY);
+    expect(late.status).toBe(200);
+    expect(late.body.order_id).toBe("RPL-47-001");
+    // Nothing else was created: the next order is the second.
+    expect(
+      (
+        await request(app)
+          .post("/v1/stores/47/orders")
+          .set(KEY)
+          .send({ ...BODY, quantity: 7 })
+      ).body.order_id,
+    ).toBe("RPL-47-002");
   });
 
   it("rejects malformed order bodies with 400 and creates nothing", async () => {

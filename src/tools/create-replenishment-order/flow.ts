@@ -66,8 +66,8 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       throw confirmationRequired();
     }
 
-    // Every create holds a slot, retries too: the cap never counts on StoreLink folding one.
-    const slot = holdSlot(ctx.orderCap, store, item);
+    // Every create holds a slot; a retry joins the one its idempotency key holds.
+    const slot = await holdSlot(ctx.orderCap, store, item, idempotencyKey);
 
     let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
     try {
@@ -88,14 +88,11 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       });
     } catch (error) {
       // An order that may have landed counts against the cap; a refusal does not.
-      if (mayHaveLanded(toToolError(error, ctx.requestId), stage)) {
-        slot.commit();
-      } else slot.release();
+      await slot.failed(mayHaveLanded(toToolError(error, ctx.requestId), stage));
       throw error;
     }
     const { order, replayed } = created;
-    if (replayed) slot.release();
-    else slot.commit();
+    await slot.answered(replayed);
 
     // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
     // A replay is recorded as REPLAYED against the original order, never a second CREATED.

@@ -35,7 +35,7 @@ export async function readStockUnderCap(
   item: Sku,
 ): Promise<StockReading> {
   const stock = await readStock(args, ctx, item);
-  refuseIfFull(ctx.orderCap, store, item);
+  await refuseIfFull(ctx.orderCap, store, item, args.idempotency_key);
   return stock;
 }
 

@@ -1,0 +1,227 @@
+import { createClient } from "redis";
+import { LimitsHealth } from "./health.js";
+import {
+  HOUR_MS,
+  PENDING_MS,
+  type Settle,
+  type SlotBook,
+  type SlotCounts,
+  type TakeResult,
+} from "./slots.js";
+
+/**
+ * The shared limits store on the Redis protocol (Memorystore): one node-redis client per process,
+ * the slot book as server-side scripts, and the connection's health.
+ *
+ * - No command is ever sent twice: node-redis rejects the commands awaiting a reply when the
+ *   connection drops (it does not resend them), and with `disableOfflineQueue` nothing is queued
+ *   while it reconnects: a call then fails at once, and the caller fails closed.
+ * - Every command has a deadline (`timeoutMs`): a slow Redis is an unreachable one.
+ * - The URL and its password never leave this module: errors are described by `describe`.
+ */
+
+export interface RedisLimitsOptions {
+  url: string;
+  /** The deadline of each command, and of a connection attempt. */
+  timeoutMs: number;
+}
+
+/** A connected (or connecting) limits store. */
+export interface RedisLimits {
+  slots: SlotBook;
+  /** The client, for the shared rate limit (policy/rate-limit.ts). */
+  client: RedisClient;
+  health: LimitsHealth;
+  /** Resolves once connected, or after `ms` whatever happened (start-up waits this long). */
+  whenReady(ms: number): Promise<void>;
+  /** Strips the URL and its password from an error, for the ops log. */
+  describe(error: unknown): string;
+  close(): Promise<void>;
+}
+
+export type RedisClient = ReturnType<typeof newClient>;
+
+/**
+ * One connection that never gives up (writes resume by themselves when Redis is back), with a
+ * deadline on every command and no offline queue.
+ */
+const newClient = ({ url, timeoutMs }: RedisLimitsOptions) =>
+  createClient({
+    url,
+    disableOfflineQueue: true,
+    commandOptions: { timeout: timeoutMs },
+    pingInterval: 30_000,
+    socket: {
+      connectTimeout: Math.max(timeoutMs, 1_000),
+      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 2_000),
+    },
+  });
+
+/** A reply that is not what the script returns: the store cannot be trusted with a decision. */
+export class LimitsStoreError extends Error {
+  override readonly name = "LimitsStoreError";
+}
+
+/**
+ * Prunes the bucket's expired slots and counts the rest on Redis's own clock; then, for `take`,
+ * takes a pending slot if the name holds none and there is room. One script: one atomic step.
+ * Slots are `state:until` in one hash per bucket, which expires with its last slot.
+ */
+const DECIDE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', KEYS[1])
+local placed, uncertain, inflight, held = 0, 0, 0, false
+for i = 1, #all, 2 do
+  local state, untilMs = string.match(all[i + 1], '^(%a):(%d+)$')
+  if state == nil or tonumber(untilMs) <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+  else
+    if all[i] == ARGV[1] then held = true end
+    if state == 'c' then placed = placed + 1
+    elseif state == 'u' then uncertain = uncertain + 1
+    else inflight = inflight + 1 end
+  end
+end
+local kind = 'taken'
+if held then kind = 'held'
+elseif placed + uncertain + inflight >= tonumber(ARGV[2]) then kind = 'full'
+elseif ARGV[3] == 'take' then
+  local ttl = tonumber(ARGV[4])
+  redis.call('HSET', KEYS[1], ARGV[1], 'p:' .. (now + ttl))
+  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+return {kind, placed, uncertain, inflight}
+`;
+
+/** The settle rules of limits/slots.ts, on Redis's clock. */
+const SETTLE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+local state = current and string.sub(current, 1, 1)
+local how = ARGV[2]
+if how == 'release' then
+  if state == 'p' then redis.call('HDEL', KEYS[1], ARGV[1]) end
+elseif how == 'landed' then
+  if state == 'u' then redis.call('HSET', KEYS[1], ARGV[1], 'c' .. string.sub(current, 2)) end
+elseif how == 'count' or state ~= 'c' then
+  local ttl = tonumber(ARGV[3])
+  local mark = 'u'
+  if how == 'count' then mark = 'c' end
+  redis.call('HSET', KEYS[1], ARGV[1], mark .. ':' .. (now + ttl))
+  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+return 1
+`;
+
+const KINDS = new Set(["taken", "held", "full"]);
+
+/** The script's reply, checked: anything else is garbage, and garbage decides nothing. */
+function takeResultOf(reply: unknown): TakeResult {
+  if (Array.isArray(reply) && reply.length === 4) {
+    const [kind, ...numbers] = reply as unknown[];
+    const [placed, uncertain, inFlight] = numbers.map(Number);
+    const counts: SlotCounts | undefined = [placed, uncertain, inFlight].every(
+      (n) => Number.isSafeInteger(n) && (n as number) >= 0,
+    )
+      ? { placed: placed as number, uncertain: uncertain as number, inFlight: inFlight as number }
+      : undefined;
+    const name = String(kind);
+    if (counts && KINDS.has(name)) return { kind: name as TakeResult["kind"], ...counts };
+  }
+  throw new LimitsStoreError("the limits store answered something that is not a slot decision");
+}
+
+/** The Redis key of a bucket; the braces keep a bucket's key in one cluster slot. */
+const keyOf = (bucket: string): string => `korral:cap:{${bucket}}`;
+
+export class RedisSlotBook implements SlotBook {
+  constructor(private readonly client: RedisClient) {}
+
+  take(bucket: string, name: string, limit: number): Promise<TakeResult> {
+    return this.#decide(bucket, name, limit, "take");
+  }
+
+  peek(bucket: string, name: string, limit: number): Promise<TakeResult> {
+    return this.#decide(bucket, name, limit, "peek");
+  }
+
+  async settle(bucket: string, name: string, how: Settle): Promise<void> {
+    ready(this.client);
+    const reply = await this.client.eval(SETTLE, {
+      keys: [keyOf(bucket)],
+      arguments: [name, how, String(HOUR_MS)],
+    });
+    if (Number(reply) !== 1) throw new LimitsStoreError("the limits store did not settle the slot");
+  }
+
+  async #decide(bucket: string, name: string, limit: number, mode: "take" | "peek") {
+    ready(this.client);
+    const reply = await this.client.eval(DECIDE, {
+      keys: [keyOf(bucket)],
+      arguments: [name, String(limit), mode, String(HOUR_MS + PENDING_MS)],
+    });
+    return takeResultOf(reply);
+  }
+}
+
+/** Refuses at once while the connection is down, rather than waiting out the deadline. */
+function ready(client: RedisClient): void {
+  if (!client.isReady) throw new LimitsStoreError("the limits store is not connected");
+}
+
+/** Connects in the background: the service starts, and serves reads, whatever Redis does. */
+export function connectRedisLimits(options: RedisLimitsOptions): RedisLimits {
+  const secrets = secretsOf(options.url);
+  const describe = (error: unknown): string => {
+    const raw =
+      error instanceof Error
+        ? `${error.name}${(error as NodeJS.ErrnoException).code ? ` ${(error as NodeJS.ErrnoException).code}` : ""}: ${error.message}`
+        : String(error);
+    let text = raw;
+    for (const secret of secrets) text = text.split(secret).join("[REDACTED]");
+    return text.slice(0, 300);
+  };
+  const health = new LimitsHealth();
+  const client = newClient(options);
+  client.on("error", (error: unknown) => health.failed(describe(error)));
+  client.on("ready", () => health.answered());
+  client.connect().catch((error: unknown) => health.failed(describe(error)));
+  return {
+    slots: new RedisSlotBook(client),
+    client,
+    health,
+    describe,
+    async whenReady(ms) {
+      if (client.isReady) return;
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, ms);
+        client.once("ready", resolve);
+      });
+      clearTimeout(timer);
+    },
+    async close() {
+      try {
+        client.destroy();
+      } catch {
+        // Already closed.
+      }
+    },
+  };
+}
+
+/** The URL, its password and user, raw and decoded: every form a library's error could quote. */
+function secretsOf(url: string): string[] {
+  const forms = [url];
+  try {
+    const parsed = new URL(url);
+    for (const part of [parsed.password, parsed.username]) {
+      if (part !== "") forms.push(part, decodeURIComponent(part));
+    }
+  } catch {
+    // config.ts validated the URL; nothing more to strip.
+  }
+  return forms.filter((form) => form.length >= 3);
+}

@@ -1,0 +1,138 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js";
+import { until } from "./delayed-emulator.js";
+import { freePort } from "./spawn.js";
+
+/**
+ * A real Redis for the tests: Debian's `redis-server`, on a loopback port, with a password and
+ * no persistence, stopped by the test (and by itself if the test process dies: it is a child).
+ */
+
+const INSTALL = "apt-get install redis-server";
+
+function hasRedisServer(): boolean {
+  try {
+    execFileSync("redis-server", ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether the Redis tests run: where `redis-server` is missing they are skipped with one line
+ * saying how to install it, except under CI (`CI=true`), where a missing server is a failure.
+ */
+export const REDIS_AVAILABLE = ((): boolean => {
+  if (hasRedisServer()) return true;
+  if (process.env.CI === "true") {
+    throw new Error(`redis-server is missing; CI must have it (${INSTALL})`);
+  }
+  console.warn(`Redis tests skipped: redis-server is not installed (${INSTALL})`);
+  return false;
+})();
+
+export interface RedisOptions {
+  password?: string;
+  /** Reuse this port (a Redis restarted on the same address). */
+  port?: number;
+  /** TLS on the port, with these PEM files; the plain port is then off. */
+  tls?: { cert: string; key: string; ca: string };
+}
+
+export interface RunningRedis {
+  port: number;
+  password: string;
+  /** `redis://:password@127.0.0.1:port` (or `rediss://` with TLS). */
+  url: string;
+  /** Kills it at once (SIGKILL): the connection drops mid-whatever. */
+  kill(): Promise<void>;
+  /** Its log, for a failing test. */
+  log(): string;
+}
+
+export const TEST_REDIS_PASSWORD = "redis-test-password-c4n4ry-7781";
+
+export async function startRedis(options: RedisOptions = {}): Promise<RunningRedis> {
+  const port = options.port ?? (await freePort());
+  const password = options.password ?? TEST_REDIS_PASSWORD;
+  const dir = mkdtempSync(join(tmpdir(), "korral-redis-"));
+  const args = [
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    dir,
+    "--requirepass",
+    password,
+    ...(options.tls
+      ? [
+          "--port",
+          "0",
+          "--tls-port",
+          String(port),
+          "--tls-cert-file",
+          options.tls.cert,
+          "--tls-key-file",
+          options.tls.key,
+          "--tls-ca-cert-file",
+          options.tls.ca,
+          "--tls-auth-clients",
+          "no",
+        ]
+      : ["--port", String(port)]),
+  ];
+  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    log += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    log += chunk.toString();
+  });
+  const exited = once(child, "exit");
+  await waitForPort(port, () => log);
+  const scheme = options.tls ? "rediss" : "redis";
+  return {
+    port,
+    password,
+    url: `${scheme}://:${encodeURIComponent(password)}@127.0.0.1:${port}`,
+    log: () => log,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function waitForPort(port: number, log: () => string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once("error", () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`redis-server did not listen on ${port}: ${log()}`);
+}
+
+/** This process's limits store on `url`, once connected (close it after the test). */
+export async function connectedLimits(url: string, timeoutMs = 2_000): Promise<RedisLimits> {
+  const limits = connectRedisLimits({ url, timeoutMs });
+  await until(() => limits.client.isReady, "the limits store to connect");
+  return limits;
+}

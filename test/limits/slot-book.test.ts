@@ -1,0 +1,151 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js";
+import { HOUR_MS, MemorySlotBook, PENDING_MS, type SlotBook } from "../../src/limits/slots.js";
+import { until } from "../helpers/delayed-emulator.js";
+import {
+  connectedLimits,
+  REDIS_AVAILABLE,
+  type RunningRedis,
+  startRedis,
+} from "../helpers/redis.js";
+
+/**
+ * The slot book's rules, held alike by the per-process book and by the shared one on a real
+ * Redis (its script): the same contract, so the fleet counts as one process would.
+ */
+
+let redis: RunningRedis | undefined;
+const opened: RedisLimits[] = [];
+const readyLimits = async (url: string) => {
+  const limits = await connectedLimits(url);
+  opened.push(limits);
+  return limits;
+};
+
+beforeAll(async () => {
+  if (REDIS_AVAILABLE) redis = await startRedis();
+});
+afterAll(async () => {
+  for (const limits of opened) await limits.close();
+  await redis?.kill();
+});
+
+let bucketSeq = 0;
+const fresh = (): string => `test-${process.pid}-${++bucketSeq}`;
+
+const books: [string, () => Promise<SlotBook>][] = [["memory", async () => new MemorySlotBook()]];
+if (REDIS_AVAILABLE) {
+  books.push(["redis", async () => (await readyLimits((redis as RunningRedis).url)).slots]);
+}
+
+describe.each(books)("the slot book (%s)", (name, makeBook) => {
+  it("takes up to the limit, then refuses with the counts; a held name is never refused", async () => {
+    const book = await makeBook();
+    const bucket = fresh();
+    expect(await book.take(bucket, "a", 3)).toMatchObject({ kind: "taken", inFlight: 0 });
+    expect(await book.take(bucket, "b", 3)).toMatchObject({ kind: "taken", inFlight: 1 });
+    await book.settle(bucket, "a", "count");
+    await book.settle(bucket, "b", "uncertain");
+    expect(await book.take(bucket, "c", 3)).toMatchObject({ kind: "taken" });
+    expect(await book.take(bucket, "d", 3)).toEqual({
+      kind: "full",
+      placed: 1,
+      uncertain: 1,
+      inFlight: 1,
+    });
+    // Each held name, pending, counted or uncertain, joins its slot, at the cap too.
+    for (const name of ["a", "b", "c"]) {
+      expect((await book.take(bucket, name, 3)).kind).toBe("held");
+      expect((await book.peek(bucket, name, 3)).kind).toBe("held");
+    }
+    expect((await book.peek(bucket, "d", 3)).kind).toBe("full");
+    // Buckets are apart.
+    expect((await book.take(fresh(), "d", 3)).kind).toBe("taken");
+  });
+
+  it("release frees only a pending slot; count and uncertain write even a lost one", async () => {
+    const book = await makeBook();
+    const bucket = fresh();
+    await book.take(bucket, "a", 1);
+    await book.settle(bucket, "a", "release");
+    expect((await book.take(bucket, "b", 1)).kind).toBe("taken");
+    await book.settle(bucket, "b", "count");
+    await book.settle(bucket, "b", "release");
+    expect(await book.peek(bucket, "c", 1)).toMatchObject({ kind: "full", placed: 1 });
+
+    const other = fresh();
+    // A settle of a slot that is gone (a holder's release raced a joiner's count) still counts.
+    await book.settle(other, "ghost", "uncertain");
+    expect(await book.peek(other, "x", 5)).toMatchObject({ uncertain: 1, placed: 0 });
+    await book.settle(other, "ghost", "landed");
+    expect(await book.peek(other, "x", 5)).toMatchObject({ uncertain: 0, placed: 1 });
+    // An uncertain settle never downgrades a counted slot.
+    await book.settle(other, "ghost", "uncertain");
+    expect(await book.peek(other, "x", 5)).toMatchObject({ uncertain: 0, placed: 1 });
+  });
+
+  it("peek takes nothing", async () => {
+    const book = await makeBook();
+    const bucket = fresh();
+    for (let i = 0; i < 5; i++) expect((await book.peek(bucket, `p${i}`, 1)).kind).toBe("taken");
+    expect((await book.take(bucket, "a", 1)).kind).toBe("taken");
+    expect((await book.take(bucket, "b", 1)).kind).toBe("full");
+  });
+
+  it("40 concurrent takes of distinct names at a limit of 3: exactly 3 taken", async () => {
+    // On Redis, four connections (four replicas); in memory, one process's book.
+    const books = await Promise.all(
+      Array.from({ length: name === "redis" ? 4 : 1 }, () => makeBook()),
+    );
+    const bucket = fresh();
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (books[i % books.length] as SlotBook).take(bucket, `n${i}`, 3),
+      ),
+    );
+    expect(results.filter((r) => r.kind === "taken")).toHaveLength(3);
+    expect(results.filter((r) => r.kind === "full")).toHaveLength(37);
+  });
+});
+
+describe("the per-process slot book's hour", () => {
+  it("a counted slot stops counting an hour after its count; a pending one after the hour and the write's longest", async () => {
+    let now = 1_000_000;
+    const book = new MemorySlotBook(() => now);
+    await book.take("b", "counted", 2);
+    await book.take("b", "pending", 2);
+    now += 10 * 60_000;
+    await book.settle("b", "counted", "count");
+    now += HOUR_MS - 1;
+    expect(await book.peek("b", "x", 2)).toMatchObject({ kind: "full", placed: 1, inFlight: 1 });
+    now += 1;
+    expect(await book.peek("b", "x", 2)).toMatchObject({ kind: "taken", placed: 0, inFlight: 1 });
+    now += PENDING_MS - 10 * 60_000;
+    expect(await book.peek("b", "x", 2)).toMatchObject({ kind: "taken", inFlight: 0 });
+  });
+});
+
+describe.runIf(REDIS_AVAILABLE)("the shared slot book on hostile state", () => {
+  it("garbage under a bucket's key decides nothing: the store's error, never a slot", async () => {
+    const limits = await readyLimits((redis as RunningRedis).url);
+    const bucket = fresh();
+    await limits.client.set(`korral:cap:{${bucket}}`, "not a hash");
+    await expect(limits.slots.take(bucket, "a", 3)).rejects.toThrow();
+    // A malformed slot inside a bucket is dropped, and counts for nothing.
+    const other = fresh();
+    await limits.client.hSet(`korral:cap:{${other}}`, { junk: "zz", worse: "c:notanumber" });
+    expect(await limits.slots.take(other, "a", 1)).toMatchObject({ kind: "taken", placed: 0 });
+  });
+
+  it("a wrong password is refused by the store, and its text never carries the password", async () => {
+    const url = `redis://:${encodeURIComponent("wrong-password-zzz9")}@127.0.0.1:${(redis as RunningRedis).port}`;
+    const limits = connectRedisLimits({ url, timeoutMs: 300 });
+    opened.push(limits);
+    await until(() => limits.health.down, "the failed AUTH to be noticed");
+    const error = await limits.slots.take(fresh(), "a", 3).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    expect(limits.describe(new Error(`boom ${url} wrong-password-zzz9`))).not.toContain(
+      "wrong-password-zzz9",
+    );
+  });
+});
