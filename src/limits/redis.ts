@@ -16,7 +16,9 @@ import {
  * - No command is ever sent twice: node-redis rejects the commands awaiting a reply when the
  *   connection drops (it does not resend them), and with `disableOfflineQueue` nothing is queued
  *   while it reconnects: a call then fails at once, and the caller fails closed.
- * - Every command has a deadline (`timeoutMs`): a slow Redis is an unreachable one.
+ * - Every command has a deadline (`timeoutMs`) on its answer, not only on its queueing (node-redis
+ *   drops its own timeout once a command is written): a slow Redis is an unreachable one. A
+ *   command past it may still run on the server; a slot it took then counts (the safe side).
  * - The URL and its password never leave this module: errors are described by `describe`.
  */
 
@@ -32,6 +34,8 @@ export interface RedisLimits {
   /** The client, for the shared rate limit (policy/rate-limit.ts). */
   client: RedisClient;
   health: LimitsHealth;
+  /** `answer`, or a LimitsStoreError once the deadline has passed without it. */
+  deadline<T>(answer: Promise<T>): Promise<T>;
   /** Resolves once connected, or after `ms` whatever happened (start-up waits this long). */
   whenReady(ms: number): Promise<void>;
   /** Strips the URL and its password from an error, for the ops log. */
@@ -137,7 +141,10 @@ function takeResultOf(reply: unknown): TakeResult {
 const keyOf = (bucket: string): string => `korral:cap:{${bucket}}`;
 
 export class RedisSlotBook implements SlotBook {
-  constructor(private readonly client: RedisClient) {}
+  constructor(
+    private readonly client: RedisClient,
+    private readonly deadline: <T>(answer: Promise<T>) => Promise<T>,
+  ) {}
 
   take(bucket: string, name: string, limit: number): Promise<TakeResult> {
     return this.#decide(bucket, name, limit, "take");
@@ -149,19 +156,20 @@ export class RedisSlotBook implements SlotBook {
 
   async settle(bucket: string, name: string, how: Settle): Promise<void> {
     ready(this.client);
-    const reply = await this.client.eval(SETTLE, {
-      keys: [keyOf(bucket)],
-      arguments: [name, how, String(HOUR_MS)],
-    });
+    const reply = await this.deadline(
+      this.client.eval(SETTLE, { keys: [keyOf(bucket)], arguments: [name, how, String(HOUR_MS)] }),
+    );
     if (Number(reply) !== 1) throw new LimitsStoreError("the limits store did not settle the slot");
   }
 
   async #decide(bucket: string, name: string, limit: number, mode: "take" | "peek") {
     ready(this.client);
-    const reply = await this.client.eval(DECIDE, {
-      keys: [keyOf(bucket)],
-      arguments: [name, String(limit), mode, String(HOUR_MS + PENDING_MS)],
-    });
+    const reply = await this.deadline(
+      this.client.eval(DECIDE, {
+        keys: [keyOf(bucket)],
+        arguments: [name, String(limit), mode, String(HOUR_MS + PENDING_MS)],
+      }),
+    );
     return takeResultOf(reply);
   }
 }
@@ -185,13 +193,26 @@ export function connectRedisLimits(options: RedisLimitsOptions): RedisLimits {
   };
   const health = new LimitsHealth();
   const client = newClient(options);
+  const deadline = <T>(answer: Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new LimitsStoreError(`no answer within ${options.timeoutMs} ms`)),
+        options.timeoutMs,
+      );
+    });
+    // The answer that comes after the deadline is dropped, never an unhandled rejection.
+    answer.catch(() => {});
+    return Promise.race([answer, late]).finally(() => clearTimeout(timer));
+  };
   client.on("error", (error: unknown) => health.failed(describe(error)));
   client.on("ready", () => health.answered());
   client.connect().catch((error: unknown) => health.failed(describe(error)));
   return {
-    slots: new RedisSlotBook(client),
+    slots: new RedisSlotBook(client, deadline),
     client,
     health,
+    deadline,
     describe,
     async whenReady(ms) {
       if (client.isReady) return;

@@ -1,6 +1,8 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
-import type { LimitsHealth } from "../limits/health.js";
-import type { RedisClient } from "../limits/redis.js";
+import type { RedisLimits } from "../limits/redis.js";
+
+/** What the shared limiter needs of the limits store. */
+type SharedStore = Pick<RedisLimits, "client" | "health" | "deadline" | "describe">;
 
 /**
  * The tool-call backstop the MCP tools spec asks for: at most `perMinute` calls per caller in
@@ -57,13 +59,11 @@ export class SharedCallLimiter implements CallLimiter {
 
   constructor(
     perMinute: number,
-    client: RedisClient,
-    private readonly health: LimitsHealth,
-    private readonly describe: (error: unknown) => string,
+    private readonly store: SharedStore,
   ) {
     this.#fallback = new MemoryCallLimiter(perMinute);
     this.#shared = new RateLimiterRedis({
-      storeClient: client,
+      storeClient: store.client,
       useRedisPackage: true,
       // Refused at once while the connection is down, instead of waiting out the deadline.
       rejectIfRedisNotReady: true,
@@ -75,23 +75,18 @@ export class SharedCallLimiter implements CallLimiter {
 
   async take(caller: string): Promise<{ retryAfterSeconds: number } | null> {
     try {
-      const taken = await takeFrom(this.#shared, caller);
-      this.health.answered();
+      const taken = await this.store.deadline(takeFrom(this.#shared, caller));
+      this.store.health.answered();
       return taken;
     } catch (error) {
-      this.health.failed(this.describe(error));
+      this.store.health.failed(this.store.describe(error));
       return this.#fallback.take(caller);
     }
   }
 }
 
 /** The configured backstop: `KORRAL_RATE_LIMIT_PER_MIN`, where 0 means none. */
-export function limiterFor(
-  perMinute: number,
-  shared?: { client: RedisClient; health: LimitsHealth; describe: (error: unknown) => string },
-): CallLimiter | undefined {
+export function limiterFor(perMinute: number, shared?: SharedStore): CallLimiter | undefined {
   if (!(perMinute > 0)) return undefined;
-  return shared
-    ? new SharedCallLimiter(perMinute, shared.client, shared.health, shared.describe)
-    : new MemoryCallLimiter(perMinute);
+  return shared ? new SharedCallLimiter(perMinute, shared) : new MemoryCallLimiter(perMinute);
 }

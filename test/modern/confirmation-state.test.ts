@@ -6,11 +6,18 @@ import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import {
+  bearer,
+  modernWrite as call,
+  envelope,
+  ORDER,
+  roundOne,
+  YES,
+} from "../helpers/modern-write.js";
 import { MCP_HEADERS, MODERN_VERSION, modernHeaders, modernMeta } from "../helpers/rpc.js";
 
 const KEY_A = "a-shared-request-state-key-of-32-bytes!";
 const KEY_B = "another-request-state-key-of-32-bytes!!";
-const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 
 /** One replica: its own app over a StoreLink that may be shared with other replicas. */
 function replica(
@@ -28,54 +35,6 @@ function replica(
     ...extra,
   });
   return { app, recorder };
-}
-
-const envelope = (capabilities: Record<string, unknown> = { elicitation: { form: {} } }) =>
-  modernMeta(capabilities, "raw");
-
-/** A fake identity token: Cloud Run has verified it before the request arrives (caller.ts). */
-const bearer = (email: string) =>
-  `Bearer x.${Buffer.from(JSON.stringify({ email })).toString("base64url")}.sig`;
-
-interface CallOptions {
-  args?: Record<string, unknown>;
-  state?: string;
-  answer?: unknown;
-  capabilities?: Record<string, unknown>;
-  as?: string;
-}
-
-async function call(app: ReturnType<typeof replica>["app"], options: CallOptions = {}) {
-  const params: Record<string, unknown> = {
-    name: "create_replenishment_order",
-    arguments: options.args ?? ORDER,
-    _meta: envelope(options.capabilities),
-  };
-  if (options.state !== undefined) params.requestState = options.state;
-  if (options.answer !== undefined) params.inputResponses = { confirm: options.answer };
-  const res = await request(app)
-    .post("/mcp")
-    .set({
-      ...modernHeaders("tools/call", "create_replenishment_order"),
-      authorization: bearer(options.as ?? "buyer@korral.example"),
-    })
-    .send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }));
-  expect(res.status).toBe(200);
-  return res.body.result as Record<string, unknown> & {
-    resultType?: string;
-    requestState?: string;
-    isError?: boolean;
-    structuredContent?: { order_id?: string; replayed?: boolean; error?: { type: string } };
-  };
-}
-
-const YES = { action: "accept", content: { confirm: true } };
-
-async function roundOne(app: ReturnType<typeof replica>["app"], options: CallOptions = {}) {
-  const first = await call(app, options);
-  expect(first.resultType).toBe("input_required");
-  expect(typeof first.requestState).toBe("string");
-  return first.requestState as string;
 }
 
 const outcomes = (r: MemoryRecorder) => r.audits.map((a) => a.outcome);

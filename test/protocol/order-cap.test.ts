@@ -14,7 +14,9 @@ import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 /**
  * The hourly loop guard against a StoreLink that folds nothing: the OpenAPI contract promises a
  * fold only for the same Idempotency-Key, and a proxy that makes every body unique (or a
- * StoreLink with another window) folds nothing at all. The cap must hold by itself.
+ * StoreLink with another window) folds nothing at all. The cap must hold by itself for every
+ * new order; a retry with the same key joins its first attempt's slot and rests on the key
+ * contract (openapi/storelink.yaml, held by test/storelink/emulator-wire.test.ts).
  */
 
 const HERO = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
@@ -66,7 +68,7 @@ describe("loop guard with a StoreLink that folds nothing", () => {
     expect(outcomes(h)).toEqual([...Array(3).fill("CREATED"), ...Array(7).fill("REJECTED")]);
   });
 
-  it("10 creates with the same idempotency key: one slot, every retry sent for StoreLink to fold", async () => {
+  it("10 creates with the same idempotency key: one slot, every retry sent for StoreLink to fold (here it breaks the contract)", async () => {
     const { h, storelink } = await start();
     const args = { ...HERO, idempotency_key: "approval-0001" };
     const results: CallToolResult[] = [];
@@ -148,5 +150,44 @@ describe("an unexpected error is UNCERTAIN only once the write was handed to cre
     expect(errorOf(await h.call("create_replenishment_order", HERO)).type).toBe(
       "order_cap_reached",
     );
+  });
+});
+
+describe("a retry after an unknown outcome, at the cap", () => {
+  it("gets the order that landed; a new order is refused without claiming nothing was submitted", async () => {
+    // A StoreLink that keeps the key contract, whose answer to the third order is lost.
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink({ dedupeWindowMs: 0 }));
+    const { orderCap } = defaultDeps({ storelink, keys: new MapKeyProvider() }, loadConfig({}));
+    const h = await connect({ storelink, orderCap });
+    open.push(h);
+    const order = (quantity: number, key: string) =>
+      h.call("create_replenishment_order", { ...HERO, quantity, idempotency_key: key });
+    expect((await order(1, "order-key-0001")).isError).toBeFalsy();
+    expect((await order(2, "order-key-0002")).isError).toBeFalsy();
+    storelink.fail("createOrder", { after: "outcome_unknown" });
+    expect(errorOf(await order(3, "order-key-0003")).type).toBe("outcome_unknown");
+    expect(storelink.landed).toHaveLength(3);
+
+    // The hour is full, one of the three uncertain: a new order is refused, and the refusal
+    // says the earlier outcome is unknown instead of "Nothing was submitted".
+    const refused = errorOf(await order(4, "order-key-0004"));
+    expect(refused.type).toBe("order_cap_reached");
+    expect(refused.message).not.toContain("Nothing was submitted");
+    expect(refused.message).toContain("1 has an unknown outcome and may have landed");
+    expect(refused.message).toContain("This request was not sent to StoreLink");
+
+    // The agent resends the uncertain order with its key, as the tool description asks: it is
+    // not refused, StoreLink folds it, and the agent gets the order that landed.
+    const retry = await order(3, "order-key-0003");
+    expect(retry.isError).toBeFalsy();
+    expect(retry.structuredContent).toMatchObject({
+      replayed: true,
+      order_id: storelink.landed[2]?.order_id,
+    });
+    expect(storelink.landed).toHaveLength(3);
+    // Now known to have landed: the next refusal counts three placed.
+    const after = errorOf(await order(5, "order-key-0005"));
+    expect(after.message).toContain("3 were placed in the last hour.");
+    expect(after.message).toContain("Nothing was submitted");
   });
 });
