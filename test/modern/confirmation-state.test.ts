@@ -6,15 +6,8 @@ import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { ServerDeps } from "../../src/tools/define.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
-import {
-  bearer,
-  modernWrite as call,
-  envelope,
-  ORDER,
-  roundOne,
-  YES,
-} from "../helpers/modern-write.js";
-import { MCP_HEADERS, MODERN_VERSION, modernHeaders, modernMeta } from "../helpers/rpc.js";
+import { modernWrite as call, envelope, ORDER, roundOne, YES } from "../helpers/modern-write.js";
+import { MCP_HEADERS, MODERN_VERSION } from "../helpers/rpc.js";
 
 const KEY_A = "a-shared-request-state-key-of-32-bytes!";
 const KEY_B = "another-request-state-key-of-32-bytes!!";
