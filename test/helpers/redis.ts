@@ -1,7 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
-import { connect } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js";
@@ -41,6 +41,8 @@ export interface RedisOptions {
   password?: string;
   /** Reuse this port (a Redis restarted on the same address). */
   port?: number;
+  /** Persist every write (AOF, fsync always) in `dir`, so a restart on the same dir keeps them. */
+  persistIn?: string;
   /** TLS on the port, with these PEM files; the plain port is then off. */
   tls?: { cert: string; key: string; ca: string };
 }
@@ -61,14 +63,16 @@ export const TEST_REDIS_PASSWORD = "redis-test-password-c4n4ry-7781";
 export async function startRedis(options: RedisOptions = {}): Promise<RunningRedis> {
   const port = options.port ?? (await freePort());
   const password = options.password ?? TEST_REDIS_PASSWORD;
-  const dir = mkdtempSync(join(tmpdir(), "korral-redis-"));
+  const dir = options.persistIn ?? mkdtempSync(join(tmpdir(), "korral-redis-"));
   const args = [
     "--bind",
     "127.0.0.1",
     "--save",
     "",
     "--appendonly",
-    "no",
+    options.persistIn ? "yes" : "no",
+    "--appendfsync",
+    "always",
     "--dir",
     dir,
     "--requirepass",
@@ -109,7 +113,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
       await exited;
-      rmSync(dir, { recursive: true, force: true });
+      if (!options.persistIn) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -135,4 +139,57 @@ export async function connectedLimits(url: string, timeoutMs = 2_000): Promise<R
   const limits = connectRedisLimits({ url, timeoutMs });
   await until(() => limits.client.isReady, "the limits store to connect");
   return limits;
+}
+
+export interface LossyProxy {
+  port: number;
+  /** Answers dropped so far (each with its connection). */
+  dropped(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP proxy in front of Redis that loses answers: a chunk from Redis is, with probability
+ * `dropRate` (from the seeded `random`), not delivered, and both connections are cut. The
+ * command it answered has run on Redis; the client only sees its connection drop.
+ */
+export async function lossyProxy(
+  targetPort: number,
+  dropRate: number,
+  random: () => number,
+): Promise<LossyProxy> {
+  let dropped = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(targetPort, "127.0.0.1");
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => {});
+    }
+    const cut = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("data", (chunk) => upstream.write(chunk));
+    upstream.on("data", (chunk) => {
+      if (random() < dropRate) {
+        dropped++;
+        cut();
+      } else client.write(chunk);
+    });
+    client.on("close", cut);
+    upstream.on("close", cut);
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    port: (server.address() as { port: number }).port,
+    dropped: () => dropped,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+      await once(server, "close");
+    },
+  };
 }
