@@ -1,7 +1,7 @@
 import { type Config, loadConfig } from "./config.js";
 import { createKeyProvider, type KeyInjection, keyProviderFor } from "./keys/index.js";
 import { recoverInterruptedWrites } from "./lifecycle/recovery.js";
-import { sharedLimitsFor } from "./limits/index.js";
+import { connectSharedLimits, sharedLimitsFor } from "./limits/index.js";
 import type { Recorder } from "./logging/recorder.js";
 import { nullRecorder } from "./logging/records.js";
 import { setUpLogging, type Transport } from "./logging/setup.js";
@@ -70,7 +70,7 @@ export async function startDeps(
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
   // The first calls count on the fleet's store when it answers in time; reads never wait past it.
-  await sharedLimitsFor(config)?.whenReady(LIMITS_START_WAIT_MS);
+  await (await connectSharedLimits(config))?.whenReady(LIMITS_START_WAIT_MS);
   const keys = await createKeyProvider(config);
   return { deps: defaultDeps({ keys, recorder }, config), recorder };
 }

@@ -1,16 +1,38 @@
-import type { Config } from "../config.js";
-import { connectRedisLimits, type RedisLimits } from "./redis.js";
+import { type Config, ConfigError } from "../config.js";
+import type { RedisLimits } from "./redis.js";
 
 /**
- * The process's shared limits store: one connection to KORRAL_REDIS_URL, made on first use and
- * kept for the process's life; none without the variable (the limits are then per process).
+ * The process's shared limits store: one connection to KORRAL_REDIS_URL, opened by the entries at
+ * start (`connectSharedLimits`) and kept for the process's life; none without the variable (the
+ * limits are then per process). node-redis is loaded only then: a start without it never pays
+ * for the client's half a megabyte.
  */
-let shared: RedisLimits | undefined;
+let shared: { url: string; limits: RedisLimits } | undefined;
 
-export function sharedLimitsFor(
+export async function connectSharedLimits(
   config: Pick<Config, "redisUrl" | "redisTimeoutMs">,
-): RedisLimits | undefined {
+): Promise<RedisLimits | undefined> {
   if (config.redisUrl === undefined) return undefined;
-  shared ??= connectRedisLimits({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs });
-  return shared;
+  if (shared?.url !== config.redisUrl) {
+    const { connectRedisLimits } = await import("./redis.js");
+    shared = {
+      url: config.redisUrl,
+      limits: connectRedisLimits({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs }),
+    };
+  }
+  return shared.limits;
+}
+
+/**
+ * The store `connectSharedLimits` opened for this configuration. With KORRAL_REDIS_URL set and no
+ * store opened, this refuses rather than count per process without a word.
+ */
+export function sharedLimitsFor(config: Pick<Config, "redisUrl">): RedisLimits | undefined {
+  if (config.redisUrl === undefined) return undefined;
+  if (shared?.url !== config.redisUrl) {
+    throw new ConfigError(
+      "Invalid configuration: KORRAL_REDIS_URL is set but the limits store was not opened; start the server through startDeps (as dist/http.js and dist/stdio.js do), or pass orderCap and limiter",
+    );
+  }
+  return shared.limits;
 }

@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { defaultDeps } from "../../src/deps.js";
+import { sharedLimitsFor } from "../../src/limits/index.js";
 import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js";
 import { HOUR_MS, MemorySlotBook, PENDING_MS, type SlotBook } from "../../src/limits/slots.js";
 import { until } from "../helpers/delayed-emulator.js";
+import { MapKeyProvider } from "../helpers/harness.js";
 import {
   connectedLimits,
   REDIS_AVAILABLE,
@@ -147,5 +151,21 @@ describe.runIf(REDIS_AVAILABLE)("the shared slot book on hostile state", () => {
     expect(limits.describe(new Error(`boom ${url} wrong-password-zzz9`))).not.toContain(
       "wrong-password-zzz9",
     );
+  });
+});
+
+describe("the process's shared limits store", () => {
+  it("is refused, not silently per process, when KORRAL_REDIS_URL is set but no store was opened", () => {
+    const config = loadConfig({ KORRAL_REDIS_URL: "redis://:pw-never-shown@127.0.0.1:1" });
+    expect(() => sharedLimitsFor(config)).toThrow(ConfigError);
+    expect(() => defaultDeps({ keys: new MapKeyProvider() }, config)).toThrow(
+      /KORRAL_REDIS_URL is set but the limits store was not opened/,
+    );
+    try {
+      sharedLimitsFor(config);
+    } catch (error) {
+      expect(String(error)).not.toContain("pw-never-shown");
+    }
+    expect(sharedLimitsFor(loadConfig({}))).toBeUndefined();
   });
 });

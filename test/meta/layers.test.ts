@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 
 /**
  * The folders of src/ are layers, and imports point one way: entries -> transports -> server ->
- * tools -> policy -> storelink / keys / logging. This reads every import of src/ (type-only
+ * tools -> policy -> limits / storelink / keys / logging (limits above logging). This reads every import of src/ (type-only
  * imports too: they are coupling all the same) and holds the rules below.
  */
 const SRC = join(import.meta.dirname, "../../src");
@@ -29,9 +29,10 @@ const ENTRIES = ["stdio", "http", "storelink-emulator"];
 const ABOVE_SERVER = [...ENTRIES, "deps"];
 /** What each layer may never import. */
 const NEVER: Record<string, string[]> = {
-  storelink: ["tools", "policy", "mcp", "server", "lifecycle", ...ABOVE_SERVER],
-  keys: ["tools", "policy", "mcp", "server", "lifecycle", "storelink", ...ABOVE_SERVER],
-  logging: ["tools", "policy", "mcp", "server", "lifecycle", "keys", ...ABOVE_SERVER],
+  storelink: ["tools", "policy", "mcp", "server", "lifecycle", "limits", ...ABOVE_SERVER],
+  keys: ["tools", "policy", "mcp", "server", "lifecycle", "storelink", "limits", ...ABOVE_SERVER],
+  logging: ["tools", "policy", "mcp", "server", "lifecycle", "keys", "limits", ...ABOVE_SERVER],
+  limits: ["tools", "policy", "mcp", "server", "lifecycle", "storelink", "keys", ...ABOVE_SERVER],
   policy: ["tools", "mcp", "server", "lifecycle", ...ABOVE_SERVER],
   tools: ["mcp", "server", "lifecycle", ...ABOVE_SERVER],
   lifecycle: ["tools", "mcp", "server", ...ABOVE_SERVER],
