@@ -208,7 +208,9 @@ describe.runIf(REDIS_AVAILABLE)("Redis gone: writes fail closed, reads go on", (
     const audit = readFileSync(join(fleet.logDir, "audit.log"), "utf8");
     const rejected = audit.split("\n").filter((line) => line.includes(" REJECTED "));
     expect(rejected.length).toBeGreaterThanOrEqual(3);
-    for (const text of [a.stderr(), b.stderr(), audit]) {
+    const trace = readFileSync(join(fleet.logDir, "trace.jsonl"), "utf8");
+    expect(trace).toContain("limits_unavailable");
+    for (const text of [a.stderr(), b.stderr(), audit, trace, JSON.stringify(attempts)]) {
       expect(text).not.toContain(TEST_REDIS_PASSWORD);
       expect(text).not.toContain(redis.url);
     }

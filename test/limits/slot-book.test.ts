@@ -141,6 +141,24 @@ describe.runIf(REDIS_AVAILABLE)("the shared slot book on hostile state", () => {
     expect(await limits.slots.take(other, "a", 1)).toMatchObject({ kind: "taken", placed: 0 });
   });
 
+  it("a take whose answer comes after the deadline fails for the caller, and its slot still counts", async () => {
+    const limits = await readyLimits((redis as RunningRedis).url);
+    const impatient = connectRedisLimits({ url: (redis as RunningRedis).url, timeoutMs: 100 });
+    opened.push(impatient);
+    await until(() => impatient.client.isReady, "the connection");
+    const bucket = fresh();
+    // Writes wait on the server for a second: the take runs after its caller gave up on it.
+    await limits.client.sendCommand(["CLIENT", "PAUSE", "1000", "WRITE"]);
+    await expect(impatient.slots.take(bucket, "lost-reply", 3)).rejects.toThrow(/no answer within/);
+    // Once the server goes on, the take has run: the slot whose answer was lost is counted.
+    await limits.client.sendCommand(["CLIENT", "UNPAUSE"]);
+    let seen = await limits.slots.peek(bucket, "other", 3);
+    for (let i = 0; i < 100 && seen.inFlight === 0; i++)
+      seen = await limits.slots.peek(bucket, "other", 3);
+    expect(seen).toMatchObject({ kind: "taken", inFlight: 1 });
+    expect((await limits.slots.peek(bucket, "lost-reply", 3)).kind).toBe("held");
+  });
+
   it("a wrong password is refused by the store, and its text never carries the password", async () => {
     const url = `redis://:${encodeURIComponent("wrong-password-zzz9")}@127.0.0.1:${(redis as RunningRedis).port}`;
     const limits = connectRedisLimits({ url, timeoutMs: 300 });
