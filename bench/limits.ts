@@ -147,17 +147,19 @@ async function main(): Promise<void> {
   }
   const base = samples["per-instance"] as { read: number[]; write: number[] };
   const shared = samples["shared (redis)"] as { read: number[]; write: number[] };
-  console.log(`${CALLS} sequential calls each, alternated; milliseconds per call`);
-  console.log("| call | per-instance p50 / p99 | shared (redis) p50 / p99 | added p50 / p99 |");
-  console.log("| --- | --- | --- | --- |");
-  for (const kind of ["read", "write"] as const) {
-    const a = summary(base[kind]);
-    const b = summary(shared[kind]);
-    const f = (n: number) => n.toFixed(2);
-    console.log(
-      `| ${kind === "read" ? "read (lookup_sku)" : "write (create_replenishment_order)"} | ${f(a.p50)} / ${f(a.p99)} | ${f(b.p50)} / ${f(b.p99)} | ${f(b.p50 - a.p50)} / ${f(b.p99 - a.p99)} |`,
-    );
-  }
+  const f = (n: number) => n.toFixed(2);
+  const lines = [
+    `${CALLS} sequential calls each, alternated; milliseconds per call`,
+    "| call | per-instance p50 / p99 | shared (redis) p50 / p99 | added p50 / p99 |",
+    "| --- | --- | --- | --- |",
+    ...(["read", "write"] as const).map((kind) => {
+      const a = summary(base[kind]);
+      const b = summary(shared[kind]);
+      const name = kind === "read" ? "read (lookup_sku)" : "write (create_replenishment_order)";
+      return `| ${name} | ${f(a.p50)} / ${f(a.p99)} | ${f(b.p50)} / ${f(b.p99)} | ${f(b.p50 - a.p50)} / ${f(b.p99 - a.p99)} |`;
+    }),
+  ];
+  process.stderr.write(`${lines.join("\n")}\n`);
 }
 
 await main();
