@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { JSONRPCMessage, RequestId, Transport } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { opsLog } from "../logging/ops.js";
@@ -5,8 +6,15 @@ import { createModernServer, isModern, type ModernCaller } from "../mcp/modern.j
 import { STDIO_CALLER } from "../server.js";
 import type { ComposedDeps } from "../tools/define.js";
 
-/** Every 2026-07-28 request of a stdio process comes from its one client. */
-export const STDIO_MODERN_CALLER: ModernCaller = { caller: STDIO_CALLER, traceFields: {} };
+/**
+ * Every 2026-07-28 request of a stdio connection comes from its one client, named for this
+ * connection alone: confirmation state it was given is refused by any other stdio process or
+ * connection, whatever key signs it.
+ */
+const connectionCaller = (): ModernCaller => ({
+  caller: `${STDIO_CALLER}:${randomUUID()}`,
+  traceFields: {},
+});
 
 /** Where the stdio leg writes its answers: the connection's own transport. */
 interface Wire {
@@ -51,7 +59,8 @@ class ModernStdioChannel implements Transport {
 export function modernStdio(deps: ComposedDeps, wire: Wire) {
   const open = new Set<RequestId>();
   const channel = new ModernStdioChannel(wire, (id) => open.delete(id));
-  const handle = serveStdio(() => createModernServer(deps, STDIO_MODERN_CALLER), {
+  const caller = connectionCaller();
+  const handle = serveStdio(() => createModernServer(deps, caller), {
     transport: channel,
     legacy: "reject",
     onerror: (error) => opsLog.warn({ err: error }, "MCP 2026-07-28 stdio request failed"),

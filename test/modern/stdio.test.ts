@@ -7,7 +7,7 @@ import { TOOL_NAMES } from "../../src/tools/names.js";
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, modernMeta, toolCall } from "../helpers/rpc.js";
-import { DIST } from "../helpers/spawn.js";
+import { DIST, spawnDist } from "../helpers/spawn.js";
 
 const { defer, stdio, workspace } = undoAfterEach();
 
@@ -144,5 +144,63 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     expect(byId.get(3).result.tools).toHaveLength(TOOL_NAMES.length);
     expect(byId.get(3).result.resultType).toBeUndefined();
     expect(await auditLines(ws.logDir)).toEqual([]);
+  });
+
+  it("request state is bound to the connection: another stdio process with the same key refuses it", async () => {
+    const ws = await workspace();
+    const env = {
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: ws.logDir,
+      KORRAL_REQUEST_STATE_KEY: "one-state-key-shared-by-both-processes!",
+    };
+    const call = toolCall(1, "create_replenishment_order", ORDER);
+    const roundOne = {
+      ...call,
+      params: { ...call.params, _meta: envelope({ elicitation: { form: {} } }) },
+    };
+    const roundTwo = (id: number, requestState: string) => ({
+      ...roundOne,
+      id,
+      params: {
+        ...roundOne.params,
+        requestState,
+        inputResponses: { confirm: { action: "accept", content: { confirm: true } } },
+      },
+    });
+    const answerOf = async (server: ReturnType<typeof spawnDist>, id: number) => {
+      for (let i = 0; i < 400; i++) {
+        const answer = server
+          .stdout()
+          .split("\n")
+          .filter((l) => l.trim() !== "")
+          .map((l) => JSON.parse(l))
+          .find((m) => m.id === id);
+        if (answer) return answer;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      throw new Error(`no answer ${id}: ${server.stderr()}`);
+    };
+    const first = spawnDist("stdio.js", env);
+    const other = spawnDist("stdio.js", env);
+    try {
+      first.child.stdin?.write(`${JSON.stringify(roundOne)}\n`);
+      const state = (await answerOf(first, 1)).result.requestState as string;
+      expect(typeof state).toBe("string");
+      // The other process (the same key, another connection) refuses the answer: nothing sent.
+      other.child.stdin?.write(`${JSON.stringify(roundTwo(2, state))}\n`);
+      const refused = await answerOf(other, 2);
+      expect(refused.result.isError).toBe(true);
+      expect(refused.result.structuredContent.error.type).toBe("not_confirmed");
+      expect(refused.result.structuredContent.error.message).toContain("issued to another caller");
+      // The connection that asked accepts it.
+      first.child.stdin?.write(`${JSON.stringify(roundTwo(3, state))}\n`);
+      const placed = await answerOf(first, 3);
+      expect(placed.result.structuredContent.order_id).toBe("RPL-47-001");
+    } finally {
+      await Promise.all([first.stop(), other.stop()]);
+    }
+    const lines = await auditLines(ws.logDir);
+    expect(lines.filter((l) => / CREATED /.test(l))).toHaveLength(1);
+    expect(lines.filter((l) => / REJECTED /.test(l))).toHaveLength(1);
   });
 });
