@@ -5,6 +5,7 @@ import { defaultDeps } from "../deps.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
+import { markNonDataNames } from "../mcp/argument-names.js";
 import { isModern } from "../mcp/modern.js";
 import { callTool, createServer, SERVER_NAME, SERVER_VERSION } from "../server.js";
 import type { ServerDeps } from "../tools/define.js";
@@ -126,6 +127,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
       // The caller keys the rate limit and binds confirmation state; the raw token is
       // deliberately not carried along.
       const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
+      markNonDataNames(req.body);
       if (isModernPost(req)) {
         if (tooDeep(req.body, MAX_BODY_DEPTH)) {
           rpcError(res, 400, -32600, TOO_DEEP);

@@ -2,6 +2,7 @@ import type { Readable, Writable } from "node:stream";
 import { Transform, type TransformCallback } from "node:stream";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { markNonDataNamesInLine } from "../mcp/argument-names.js";
 
 /**
  * The longest stdio line (one JSON-RPC message, without its newline) the server reads: 4 MiB.
@@ -33,6 +34,8 @@ export class LineLimiter extends Transform {
   constructor(
     readonly maxBytes: number,
     private readonly onOversize: (bytes: number) => void,
+    /** Applied to each whole line before it is passed on. */
+    private readonly rewrite: (line: Buffer) => Buffer = (line) => line,
   ) {
     super();
   }
@@ -89,7 +92,7 @@ export class LineLimiter extends Transform {
     this.#size = 0;
     if (size === 0 || (size === 1 && parts[0]?.[0] === 0x0d)) return;
     parts.push(NL);
-    const line = Buffer.concat(parts, size + 1);
+    const line = this.rewrite(Buffer.concat(parts, size + 1));
     this.lastLine = line;
     this.push(line);
   }
@@ -145,15 +148,19 @@ export class LineLimitedStdioTransport extends StdioServerTransport {
       onOversize = () => {},
     }: { maxLineBytes?: number; onOversize?: (bytes: number) => void } = {},
   ) {
-    const lines = new LineLimiter(maxLineBytes, (bytes) => {
-      onOversize(bytes);
-      stdout.write(
-        errorLine(
-          -32600,
-          `Invalid Request: message of ${bytes} bytes is longer than the ${maxLineBytes}-byte limit; it was discarded`,
-        ),
-      );
-    });
+    const lines = new LineLimiter(
+      maxLineBytes,
+      (bytes) => {
+        onOversize(bytes);
+        stdout.write(
+          errorLine(
+            -32600,
+            `Invalid Request: message of ${bytes} bytes is longer than the ${maxLineBytes}-byte limit; it was discarded`,
+          ),
+        );
+      },
+      markNonDataNamesInLine,
+    );
     stdin.pipe(lines);
     // A read error ends the input like EOF does: what was read is still answered.
     stdin.once("error", () => {
