@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import type { Server as HttpServer } from "node:http";
 import { opsLog } from "../logging/ops.js";
 import { type InflightCalls, inflightCalls } from "./inflight.js";
@@ -68,7 +69,36 @@ export async function finishAndExit(
     }
   }
   opsLog.flush();
+  armExitWatchdog(EXIT_WATCHDOG_MS);
   process.exit(clean ? 0 : 1);
+}
+
+/** How long exiting may take once the logs are flushed before the watchdog ends the process. */
+const EXIT_WATCHDOG_MS = 1_500;
+
+/**
+ * A read that hangs in the thread pool (a FIFO or a stuck mount as the key file) makes
+ * `process.exit` itself wait for it, forever, with the event loop stopped. So exiting is watched
+ * from outside: a small child holds a pipe from this process and, if the pipe is still open after
+ * `ms` (this process has not exited), kills it (SIGKILL, exit 137). Everything owed is already
+ * audited and flushed by then. When this process exits, the pipe closes and the child goes too.
+ */
+function armExitWatchdog(ms: number): void {
+  try {
+    const watchdog = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const t=setTimeout(()=>{try{process.kill(${process.pid},"SIGKILL")}catch{}process.exit(0)},${ms});` +
+          "process.stdin.on('end',()=>{clearTimeout(t);process.exit(0)});process.stdin.on('error',()=>{clearTimeout(t);process.exit(0)});process.stdin.resume();",
+      ],
+      { stdio: ["pipe", "ignore", "ignore"], detached: true },
+    );
+    watchdog.on("error", () => {});
+    watchdog.unref();
+  } catch {
+    // No watchdog: exiting goes on as it would without one.
+  }
 }
 
 /**
