@@ -4,7 +4,8 @@ import type { StoreKeyProvider } from "./keys/provider.js";
 import { isStoreLinkError } from "./storelink/client.js";
 
 /**
- * Runs one store-scoped StoreLink call with that store's key.
+ * Runs one store-scoped StoreLink call with that store's key, and returns its answer with that
+ * key scrubbed out of every text (a StoreLink that echoes the key in an order's reason).
  *
  * On a 401 the key is reloaded (bypassing any cache) and the call retried exactly once, so a
  * rotation mid-call recovers invisibly. Only a 401 is retried: a 401 means StoreLink refused the
@@ -18,7 +19,7 @@ export async function withStoreKey<T>(
   const key = await keys.getKey(storeId);
   if (!key) throw noCredentials(storeId);
   try {
-    return await call(key);
+    return key.scrub(await call(key));
   } catch (error) {
     if (!isStoreLinkError(error, "unauthorized")) throw error;
   }
@@ -26,7 +27,7 @@ export async function withStoreKey<T>(
   const reloaded = await keys.getKey(storeId, { fresh: true });
   if (!reloaded) throw noCredentials(storeId);
   try {
-    return await call(reloaded);
+    return reloaded.scrub(await call(reloaded));
   } catch (error) {
     if (isStoreLinkError(error, "unauthorized")) throw authFailed(storeId);
     throw error;

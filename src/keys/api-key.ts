@@ -30,6 +30,37 @@ export class ApiKey {
     return this.#value;
   }
 
+  /**
+   * `value` with every copy of this key taken out (as sent, and percent-encoded or base64, the
+   * forms a careless echo takes), recursively through arrays and plain objects: what StoreLink
+   * answers never carries the key it was sent back into a result or a log.
+   */
+  scrub<T>(value: T): T {
+    const forms = [
+      this.#value,
+      encodeURIComponent(this.#value),
+      Buffer.from(this.#value).toString("base64"),
+    ].filter((form, i, all) => form.length >= 4 && all.indexOf(form) === i);
+    const clean = (v: unknown, depth: number): unknown => {
+      if (typeof v === "string") {
+        let text = v;
+        for (const form of forms)
+          if (text.includes(form)) text = text.split(form).join("[REDACTED]");
+        return text;
+      }
+      if (depth > 32 || typeof v !== "object" || v === null) return v;
+      if (Array.isArray(v)) return v.map((item) => clean(item, depth + 1));
+      if (Object.getPrototypeOf(v) !== Object.prototype) return v;
+      return Object.fromEntries(
+        Object.entries(v as Record<string, unknown>).map(([k, item]) => [
+          k,
+          clean(item, depth + 1),
+        ]),
+      );
+    };
+    return clean(value, 0) as T;
+  }
+
   toString(): string {
     return "[api key]";
   }
