@@ -283,7 +283,9 @@ describe("a broken log directory", () => {
     await recorder.close();
     expect(warnings.map((w) => w.fields.file).sort()).toEqual([
       join(notADir, "audit.log"),
-      join(notADir, `intents-${process.pid}.jsonl`),
+      expect.stringMatching(
+        new RegExp(`^${notADir}/intents-\\d+-${process.pid}-[0-9a-f]{16}\\.jsonl$`),
+      ),
       join(notADir, "trace.jsonl"),
     ]);
   });
