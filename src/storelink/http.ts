@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { type ApiKey, isSendableKey } from "../keys/api-key.js";
 import { UnusableKeyError } from "../keys/provider.js";
+import { opsLog } from "../logging/ops.js";
 import {
   type CreatedOrder,
   type Order,
@@ -116,7 +117,33 @@ const NOT_SENT_CODES = new Set([
   "EADDRNOTAVAIL",
   "UND_ERR_CONNECT_TIMEOUT",
   "UND_ERR_INVALID_ARG",
+  // The TLS handshake refused StoreLink's certificate: it fails before any request byte is sent.
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "CERT_UNTRUSTED",
+  "CERT_REVOKED",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
 ]);
+
+/**
+ * Connection failures already named in the ops log, so each cause is said once until StoreLink
+ * answers again (a missing internal CA is one line, not one per call).
+ */
+const saidCauses = new Set<string>();
+
+function sayConnectionFailure(failure: Failure): void {
+  if (saidCauses.has(failure.detail)) return;
+  saidCauses.add(failure.detail);
+  opsLog.warn(
+    { cause: failure.detail, sent: failure.sent },
+    "StoreLink could not be reached; calls fail until it answers (the cause is its connection's, never a key)",
+  );
+}
 
 /** Which kind of call: a write that fails after sending is uncertain, a read is just unavailable. */
 type Mode = "read" | "write";
@@ -250,13 +277,17 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   async #send(url: string, init: RequestInit, mode: Mode, ids: Ids): Promise<Response> {
     try {
       // A redirect is off-contract and is never followed: the key must not reach another origin.
-      return await this.#fetch(url, {
+      const response = await this.#fetch(url, {
         ...init,
         redirect: "manual",
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
+      saidCauses.clear();
+      return response;
     } catch (error) {
-      throw transportError(mode, classify(error), ids);
+      const failure = classify(error);
+      sayConnectionFailure(failure);
+      throw transportError(mode, failure, ids);
     }
   }
 

@@ -40,6 +40,25 @@ describe("write safety over stateless HTTP", () => {
     expect(recorder.audits.map((a) => a.outcome)).toEqual(["CREATED"]);
   });
 
+  it("under KORRAL_REQUIRE_CONFIRMATION, a 2025 client that declared elicitation is refused with words true of it", async () => {
+    const recorder = new MemoryRecorder();
+    const app = createApp(
+      defaultDeps({ keys: new MapKeyProvider(), recorder, requireConfirmation: true }),
+    );
+    await rpc(app, 1, "initialize", {
+      protocolVersion: "2025-06-18",
+      capabilities: { elicitation: { form: {} } },
+      clientInfo: { name: "t", version: "1" },
+    });
+    const res = await order(app, 2, HERO);
+    const error = res.body.result.structuredContent.error;
+    expect(error.type).toBe("not_confirmed");
+    // It declared form elicitation: the refusal must not say it did not.
+    expect(error.message).not.toMatch(/declared no form elicitation/);
+    expect(error.message).toContain("an MCP 2025-06-18 client over HTTP never can be");
+    expect(recorder.audits.map((a) => a.outcome)).toEqual(["REJECTED"]);
+  });
+
   it("dedupes and caps across requests, because both live in process-wide dependencies", async () => {
     const recorder = new MemoryRecorder();
     const app = createApp(

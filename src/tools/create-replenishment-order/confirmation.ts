@@ -212,8 +212,9 @@ export async function confirmedByState(
 export function confirmationRequired(): ToolError {
   return new ToolError(
     "not_confirmed",
-    "This server requires the buyer to confirm every order, and this client cannot ask them " +
-      "(it declared no form elicitation); nothing was submitted.",
+    "This server requires the buyer to confirm every order, and the buyer cannot be asked " +
+      "through this request (an MCP 2025-06-18 client over HTTP never can be, whatever it " +
+      "declares; any other client must declare form elicitation); nothing was submitted.",
     "Tell the buyer to place the order from a client that can show a confirmation dialog: an " +
       "MCP 2026-07-28 client with form elicitation, or Claude Desktop over stdio.",
     false,
