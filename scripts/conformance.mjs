@@ -9,7 +9,7 @@
 // Usage: node scripts/conformance.mjs [--no-build]
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,6 +32,23 @@ const SUITES = [
 ];
 const expectedFile = join(root, "conformance/expected-failures.json");
 const say = (line) => process.stderr.write(`${line}\n`);
+
+// A fresh clone has neither suite installed: install what is missing, or say what to run.
+if (!existsSync(SUITES[0].cli)) {
+  say("conformance: the 2025 suite is not installed; run `npm ci` first");
+  process.exit(2);
+}
+if (!existsSync(SUITES[1].cli) || !existsSync(SUITES[1].node)) {
+  say("conformance: installing the 2026-07-28 suite and its Node 22 (npm ci --prefix conformance)");
+  const install = spawnSync("npm", ["ci", "--prefix", "conformance", "--no-audit", "--no-fund"], {
+    cwd: root,
+    stdio: "inherit",
+  });
+  if (install.status !== 0 || !existsSync(SUITES[1].cli)) {
+    say("conformance: could not install it; run `npm ci --prefix conformance` and try again");
+    process.exit(2);
+  }
+}
 
 if (!process.argv.includes("--no-build")) {
   const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: root, stdio: "inherit" });
