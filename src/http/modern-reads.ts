@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import {
   CLIENT_CAPABILITIES_META_KEY,
   CLIENT_INFO_META_KEY,
+  isSpecType,
   PROTOCOL_VERSION_META_KEY,
   SERVER_INFO_META_KEY,
 } from "@modelcontextprotocol/server";
@@ -55,6 +56,10 @@ export function fastReadOf(body: unknown, headers: IncomingHttpHeaders): FastRea
   for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return;
   if (!isPlainObject(meta) || meta[PROTOCOL_VERSION_META_KEY] !== REVISION) return;
   for (const key in meta) if (!ENVELOPE_KEYS.has(key)) return;
+  // The envelope as the SDK's own spec types have it: capabilities required, clientInfo optional.
+  const info = meta[CLIENT_INFO_META_KEY];
+  if (info !== undefined && !isSpecType.Implementation(info)) return;
+  if (!isSpecType.ClientCapabilities(meta[CLIENT_CAPABILITIES_META_KEY])) return;
   // The standard headers present and equal to the body; no parameter headers to cross-check.
   if (headers["mcp-protocol-version"] !== REVISION) return;
   if (headers["mcp-method"] !== "tools/call" || headers["mcp-name"] !== name) return;

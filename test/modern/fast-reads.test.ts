@@ -1,9 +1,11 @@
+import fc from "fast-check";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/http/app.js";
 import { fastReadOf } from "../../src/http/modern-reads.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { RUNS } from "../helpers/arbitraries.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { modernHeaders, modernMeta } from "../helpers/rpc.js";
 
@@ -170,4 +172,111 @@ describe("fast 2026-07-28 reads answer exactly as the SDK's path does", () => {
       reference.recorder.traces.map((t) => [t.tool, t.status, t.error]),
     );
   });
+});
+
+/**
+ * The same reference, over requests drawn from a generator rather than a hand-kept list: every
+ * envelope (protocol version, clientInfo, clientCapabilities, present or not, of any type),
+ * params, headers and ids. Whatever the fast path does with one, the answer and the trace are
+ * the SDK path's.
+ */
+describe("fast reads against the SDK's path, on generated requests", () => {
+  const P = "io.modelcontextprotocol/";
+  const absent = fc.constant(undefined);
+  const junk = fc.oneof(
+    fc.constant(null),
+    fc.integer(),
+    fc.string({ maxLength: 4 }),
+    fc.constant([]),
+  );
+  const clientInfo = fc.oneof(
+    absent,
+    junk,
+    fc.constant({ name: "t", version: "1" }),
+    fc.constant({ name: "t" }),
+    fc.constant({ name: 1, version: "1" }),
+    fc.constant({ version: "1" }),
+    fc.constant({ name: "t", version: "1", title: "T" }),
+  );
+  const capabilities = fc.oneof(
+    absent,
+    junk,
+    fc.constant({}),
+    fc.constant({ elicitation: { form: {} } }),
+    fc.constant({ elicitation: 5 }),
+    fc.constant({ roots: { listChanged: true } }),
+    fc.constant({ roots: { listChanged: "yes" } }),
+    fc.constant({ sampling: {}, experimental: { x: {} } }),
+  );
+  const version = fc.oneof(
+    fc.constant("2026-07-28"),
+    fc.constant("2025-06-18"),
+    fc.constant(5),
+    absent,
+  );
+  const meta = fc
+    .record({ version, clientInfo, capabilities })
+    .map(({ version: v, clientInfo: ci, capabilities: cc }) => {
+      const m: Record<string, unknown> = {};
+      if (v !== undefined) m[`${P}protocolVersion`] = v;
+      if (ci !== undefined) m[`${P}clientInfo`] = ci;
+      if (cc !== undefined) m[`${P}clientCapabilities`] = cc;
+      return m;
+    });
+  const call = fc.oneof(
+    fc.record({
+      name: fc.constant("lookup_sku"),
+      args: fc.oneof(fc.constant({ query: "butter" }), fc.constant({ query: 5 }), absent),
+    }),
+    fc.record({
+      name: fc.constant("get_stock_position"),
+      args: fc.oneof(
+        fc.constant({ sku: "8847291", store_ids: ["47", "128"] }),
+        fc.constant({ sku: "8847291" }),
+      ),
+    }),
+  );
+  const id = fc.oneof(
+    fc.integer({ min: -5, max: 1e6 }),
+    fc.string({ minLength: 1, maxLength: 5 }),
+    fc.constant(1.5),
+    fc.constant(null),
+  );
+  const headers = fc.record({
+    "mcp-protocol-version": fc.oneof(fc.constant("2026-07-28"), fc.constant("")),
+    accept: fc.oneof(
+      fc.constant("application/json, text/event-stream"),
+      fc.constant("application/json"),
+    ),
+  });
+
+  it("answers and traces every generated read as the SDK's path does", async () => {
+    await fc.assert(
+      fc.asyncProperty(meta, call, id, headers, async (m, c, i, h) => {
+        const fast = app(true);
+        const reference = app(false);
+        const headerSet: Record<string, string> = { ...HEADERS, "mcp-name": c.name, ...h };
+        for (const [k, v] of Object.entries(headerSet)) if (v === "") delete headerSet[k];
+        const params = {
+          name: c.name,
+          ...(c.args === undefined ? {} : { arguments: c.args }),
+          _meta: m,
+        };
+        const text = JSON.stringify({ jsonrpc: "2.0", id: i, method: "tools/call", params });
+        const answer = async (target: ReturnType<typeof app>["app"]) => {
+          const res = await request(target).post("/mcp").set(headerSet).send(text);
+          return {
+            status: res.status,
+            type: res.headers["content-type"],
+            body: res.text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g, "<time>"),
+          };
+        };
+        expect(await answer(fast.app)).toEqual(await answer(reference.app));
+        expect(fast.recorder.traces.map((t) => [t.tool, t.status, t.error])).toEqual(
+          reference.recorder.traces.map((t) => [t.tool, t.status, t.error]),
+        );
+      }),
+      RUNS,
+    );
+  }, 120_000);
 });
