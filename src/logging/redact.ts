@@ -21,7 +21,14 @@ export const SENSITIVE_KEY =
 export const CREDENTIAL_VALUES: readonly RegExp[] = [
   // `Bearer <token>` (HTTP Authorization values pasted into text), also "bearer token X" and
   // "Bearer Bearer X": the words between are skipped, never taken for the token.
-  /\bBearer(?:\s+(?:bearer|token)\b)*\s+[A-Za-z0-9\-._~+/]+=*/gi,
+  /\bBearer(?:\s+(?:bearer|token)\b)*(?:\s*:\s*|\s+)[A-Za-z0-9\-._~+/]+=*/gi,
+  // `Authorization: Basic <base64>` (and a bare `Basic <base64>` holding a digit, + / or =).
+  /\bAuthorization\s*:\s*Basic\s+[A-Za-z0-9+/]+=*/gi,
+  /\bBasic\s+(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{8,}=*/g,
+  // `password=…`, `api_key: …` and the like inside free text: the value, to the next separator.
+  /\b(?:password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|client[_-]?secret)\s*[=:]\s*[^\s&,;"'<>]+/gi,
+  // Slack incoming-webhook and workflow URLs: the path is the secret.
+  /\bhttps?:\/\/hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9/_-]+/gi,
   // OpenAI / Stripe style secret keys: sk-live-…, sk-proj-…; Stripe's sk_live_…, rk_test_….
   /\bsk-[A-Za-z0-9_-]{8,}/g,
   /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{8,}/g,
@@ -33,7 +40,7 @@ export const CREDENTIAL_VALUES: readonly RegExp[] = [
   // Google API keys.
   /\bAIza[0-9A-Za-z_-]{30,}/g,
   // Slack tokens: xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxe- (refresh), and app-level xapp-.
-  /\bxox[bparse]-[A-Za-z0-9-]{10,}/g,
+  /\b(?:xox[a-z]\.)?xox[bparse]-[A-Za-z0-9-]{10,}/g,
   /\bxapp-[A-Za-z0-9-]{10,}/g,
   // PEM private key blocks, to their END line, or to the end of the text when it was cut off.
   /-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:[^-]|-(?!----END ))*(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?/g,
@@ -47,7 +54,7 @@ export const CREDENTIAL_VALUES: readonly RegExp[] = [
  * (ids, SKUs, tool names) take this one test instead of a dozen replace passes, on every call.
  */
 const MAY_HOLD_CREDENTIAL =
-  /bearer|eyJ|sk-|sk_|rk_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[bparse]-|xapp-|PRIVATE KEY|slk_/i;
+  /bearer|basic|eyJ|sk-|sk_|rk_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[bparse]-|xapp-|PRIVATE KEY|slk_|passw|pwd|api[_-]?key|apikey|access[_-]?token|client[_-]?secret|hooks\.slack/i;
 
 /**
  * The JWT shape `redactJwts` finds, as a regex: the tests' reference for it. Not used on input:

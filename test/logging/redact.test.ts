@@ -32,6 +32,15 @@ const SHAPES: Record<string, string> = {
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1b2c3d4\nE5f6g7h8+/==\n-----END RSA PRIVATE KEY-----",
   privateKeyCut: "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
   jwtAfterHyphen: "x-eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln",
+  authorizationBasic: "Authorization: Basic dXNlcjpodW50ZXIy",
+  basic: "Basic dXNlcjpwYXNzd29yZA==",
+  passwordAssignment: "password=hunter2Secret!",
+  passwordColon: "Password: hunter2Secret",
+  apiKeyAssignment: "api_key=AbC123xyz987QwE",
+  apiKeyDash: "api-key: AbC123xyz987QwE",
+  slackWebhook: "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/XXXXXXXXXXXXXXXXXXXXXXXX",
+  bearerColon: "Bearer: abc123DEF456ghi789",
+  slackRotated: "xoxe.xoxp-1-Mi0yLTM0MTQwODM5NzM0OTItNDE2MjA2MjM2",
 };
 
 describe("redactText", () => {
@@ -57,6 +66,16 @@ describe("redactText", () => {
     const reason =
       "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24. Task-force ask.";
     expect(redactText(reason)).toBe(reason);
+  });
+
+  it("leaves ordinary words near the new shapes alone", () => {
+    for (const reason of [
+      "Basic supplies ran out at store 47; buyer approved 24.",
+      "The password reset desk is closed; gap of 8, buyer approved 24.",
+      "Our api key rotation is next week; gap of 8 at store 47.",
+    ]) {
+      expect(redactText(reason)).toBe(reason);
+    }
   });
 });
 
