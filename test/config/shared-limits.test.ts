@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { configErrorOf } from "../helpers/config.js";
-import { spawnDist } from "../helpers/spawn.js";
+import { runToExit, spawnDist } from "../helpers/spawn.js";
 
 /**
  * Where the limits are counted: KORRAL_REDIS_URL (the fleet's), or each process's own. Production
@@ -9,14 +9,6 @@ import { spawnDist } from "../helpers/spawn.js";
  */
 
 const STATE_KEY = "a-test-request-state-key-of-32-bytes!!";
-
-async function runToExit(entry: string, env: Record<string, string>) {
-  const run = spawnDist(entry, { PORT: "0", HOST: "127.0.0.1", ...env });
-  const guard = setTimeout(() => run.child.kill("SIGKILL"), 15_000);
-  const code = await run.exit;
-  clearTimeout(guard);
-  return { code, stderr: run.stderr(), stdout: run.stdout() };
-}
 
 describe("KORRAL_REDIS_URL and KORRAL_LIMITS", () => {
   it("production HTTP without either exits 2 with one line naming both", async () => {

@@ -6,7 +6,7 @@ import { loadConfig } from "../../src/config.js";
 import { createStoreLink, storelinkInUse } from "../../src/storelink/index.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { configErrorOf } from "../helpers/config.js";
-import { type Spawned, spawnDist } from "../helpers/spawn.js";
+import { runToExit, type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
  * A production deployment never runs the embedded, seeded StoreLink by accident, and
@@ -52,15 +52,6 @@ describe("StoreLink selection in production", () => {
     expect(label).not.toMatch(LEAKS);
   });
 });
-
-/** Runs a built entry with a clean environment plus `env`; resolves on exit. */
-async function runToExit(entry: string, env: Record<string, string>) {
-  const run = spawnDist(entry, { PORT: "0", HOST: "127.0.0.1", ...env });
-  const guard = setTimeout(() => run.child.kill("SIGKILL"), 15_000);
-  const code = await run.exit;
-  clearTimeout(guard);
-  return { code, stderr: run.stderr(), stdout: run.stdout() };
-}
 
 describe("the confirmation-state key in production", () => {
   it("dist/http.js without KORRAL_REQUEST_STATE_KEY exits 2 with one line naming it", async () => {

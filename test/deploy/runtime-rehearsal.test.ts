@@ -302,33 +302,29 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     expect(stderr + stdout).not.toContain(redis.password);
   });
 
-  it("the same deployment without KORRAL_REDIS_URL refuses to start: one line, exit 2", async () => {
+  /** The deployment as rehearsed without `variable`: its exit code and stderr lines. */
+  async function startWithout(variable: string): Promise<{ code: number | null; lines: string[] }> {
     const env: NodeJS.ProcessEnv = { ...serverEnv, PORT: String(await freePort()) };
-    delete env.KORRAL_REDIS_URL;
+    delete env[variable];
     const [file = "", ...prefix] = command;
-    const alone = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
+    const child = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
     let err = "";
-    alone.stderr?.on("data", (d) => (err += d));
-    const code = await new Promise<number | null>((resolve) => alone.once("exit", resolve));
-    expect(code).toBe(2);
-    expect(err.trimEnd().split("\n")).toEqual([
-      expect.stringContaining("KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production"),
-    ]);
-  });
+    child.stderr?.on("data", (d) => (err += d));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    return { code, lines: err.trimEnd().split("\n") };
+  }
 
-  it("the same deployment without STORELINK_URL refuses to start: one line, exit 2", async () => {
-    const env: NodeJS.ProcessEnv = { ...serverEnv, PORT: String(await freePort()) };
-    delete env.STORELINK_URL;
-    const [file = "", ...prefix] = command;
-    const demo = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
-    let err = "";
-    demo.stderr?.on("data", (d) => (err += d));
-    const code = await new Promise<number | null>((resolve) => demo.once("exit", resolve));
-    expect(code).toBe(2);
-    expect(err.trimEnd().split("\n")).toEqual([
-      expect.stringContaining("STORELINK_URL: required when NODE_ENV=production"),
-    ]);
-  });
+  it.each([
+    ["KORRAL_REDIS_URL", "KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production"],
+    ["STORELINK_URL", "STORELINK_URL: required when NODE_ENV=production"],
+  ])(
+    "the same deployment without %s refuses to start: one line, exit 2",
+    async (variable, line) => {
+      const { code, lines } = await startWithout(variable);
+      expect(code).toBe(2);
+      expect(lines).toEqual([expect.stringContaining(line)]);
+    },
+  );
 
   it("section 9: /health answers as the document shows, naming StoreLink's host", async () => {
     const doc = read("DEPLOYMENT.md");

@@ -68,3 +68,12 @@ export async function waitForHealthy(url: string, timeoutMs = 10_000): Promise<v
   }
   throw new Error(`${url} not healthy within ${timeoutMs} ms`);
 }
+
+/** Runs a built entry with `env` (on a free port, loopback) to its exit; killed after 15 s. */
+export async function runToExit(entry: string, env: Record<string, string>) {
+  const run = spawnDist(entry, { PORT: "0", HOST: "127.0.0.1", ...env });
+  const guard = setTimeout(() => run.child.kill("SIGKILL"), 15_000);
+  const code = await run.exit;
+  clearTimeout(guard);
+  return { code, stderr: run.stderr(), stdout: run.stdout() };
+}
