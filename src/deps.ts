@@ -41,11 +41,7 @@ export function defaultDeps(
     keys: overrides.keys ?? keyProviderFor(cfg(), inject),
     recorder: overrides.recorder ?? nullRecorder,
     orderCap:
-      overrides.orderCap ??
-      new OrderCap({
-        perHour: cfg().orderCapPerHour,
-        ...(shared() === undefined ? {} : { shared: shared() }),
-      }),
+      overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour, shared: shared() }),
     confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
     // An explicit `limiter: undefined` means none (tests that count past any limit).
     limiter:

@@ -26,7 +26,7 @@ export interface OrderCapOptions {
   /** The per-process book's clock (tests); ignored with `shared`. */
   now?: () => number;
   /** The fleet's book (limits/redis.ts); this process's own when absent. */
-  shared?: SharedBook;
+  shared?: SharedBook | undefined;
 }
 
 /** A slot book on a shared store, with its health and a describer of its errors. */
@@ -48,15 +48,12 @@ export interface Reservation {
 
 export class OrderCap {
   readonly perHour: number;
-  /** Whether the count is the fleet's (a shared store) or this process's. */
-  readonly shared: boolean;
   readonly #slots: SlotBook;
   readonly #health: LimitsHealth | undefined;
   readonly #describe: (error: unknown) => string;
 
   constructor(options: OrderCapOptions) {
     this.perHour = options.perHour;
-    this.shared = options.shared !== undefined;
     this.#slots = options.shared?.slots ?? new MemorySlotBook(options.now);
     this.#health = options.shared?.health;
     this.#describe = options.shared?.describe ?? String;
@@ -69,7 +66,7 @@ export class OrderCap {
   async hold(store: Store, item: Sku, idempotencyKey: string | undefined): Promise<Reservation> {
     if (this.perHour <= 0) return NO_OP;
     const bucket = bucketOf(store, item);
-    const name = idempotencyKey === undefined ? `once:${randomUUID()}` : `key:${idempotencyKey}`;
+    const name = slotName(idempotencyKey) ?? `once:${randomUUID()}`;
     const taken = await this.#ask(() => this.#slots.take(bucket, name, this.perHour));
     if (taken.kind === "full") throw capReached(store, item, this.perHour, taken);
     const joined = taken.kind === "held";
@@ -90,7 +87,8 @@ export class OrderCap {
    */
   async refuseIfFull(store: Store, item: Sku, idempotencyKey: string | undefined): Promise<void> {
     if (this.perHour <= 0) return;
-    const name = idempotencyKey === undefined ? "" : `key:${idempotencyKey}`;
+    // A key-less order names no slot: only the count can refuse it.
+    const name = slotName(idempotencyKey) ?? "";
     const peeked = await this.#ask(() =>
       this.#slots.peek(bucketOf(store, item), name, this.perHour),
     );
@@ -120,6 +118,10 @@ export class OrderCap {
 }
 
 const bucketOf = (store: Store, item: Sku): string => `${store.store_id}:${item.sku}`;
+
+/** The slot a write's idempotency key names; a key-less write names none. */
+const slotName = (idempotencyKey: string | undefined): string | undefined =>
+  idempotencyKey === undefined ? undefined : `key:${idempotencyKey}`;
 
 const NO_OP: Reservation = {
   answered: () => Promise.resolve(),
