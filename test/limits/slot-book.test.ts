@@ -147,8 +147,8 @@ describe.runIf(REDIS_AVAILABLE)("the shared slot book on hostile state", () => {
     opened.push(impatient);
     await until(() => impatient.client.isReady, "the connection");
     const bucket = fresh();
-    // Writes wait on the server for a second: the take runs after its caller gave up on it.
-    await limits.client.sendCommand(["CLIENT", "PAUSE", "1000", "WRITE"]);
+    // Writes wait on the server until UNPAUSE: the take runs after its caller gave up on it.
+    await limits.client.sendCommand(["CLIENT", "PAUSE", "5000", "WRITE"]);
     await expect(impatient.slots.take(bucket, "lost-reply", 3)).rejects.toThrow(/no answer within/);
     // Once the server goes on, the take has run: the slot whose answer was lost is counted.
     await limits.client.sendCommand(["CLIENT", "UNPAUSE"]);
