@@ -77,3 +77,11 @@ export async function runToExit(entry: string, env: Record<string, string>) {
   clearTimeout(guard);
   return { code, stderr: run.stderr(), stdout: run.stdout() };
 }
+
+/** The JSON-RPC messages a spawned stdio server wrote so far, one per stdout line. */
+export const stdoutMessages = (run: Spawned) =>
+  run
+    .stdout()
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => JSON.parse(line));

@@ -7,7 +7,7 @@ import { TOOL_NAMES } from "../../src/tools/names.js";
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, modernMeta, toolCall } from "../helpers/rpc.js";
-import { DIST, spawnDist } from "../helpers/spawn.js";
+import { DIST, spawnDist, stdoutMessages } from "../helpers/spawn.js";
 
 const { defer, stdio, workspace } = undoAfterEach();
 
@@ -106,11 +106,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     server.child.stdin?.write(`${lines.map((l) => JSON.stringify(l)).join("\n")}\n`);
     server.child.stdin?.end();
     expect(await server.exit).toBe(0);
-    const answers = server
-      .stdout()
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l));
+    const answers = stdoutMessages(server);
     expect(answers.map((a) => a.id).sort()).toEqual([21, 23, 24, "b"]);
     for (const answer of answers) {
       expect(answer.error.code).toBe(-32602);
@@ -130,14 +126,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     server.child.stdin?.write(`${frames.map((f) => JSON.stringify(f)).join("\n")}\n`);
     server.child.stdin?.end();
     expect(await server.exit).toBe(0);
-    const byId = new Map(
-      server
-        .stdout()
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l))
-        .map((m) => [m.id, m]),
-    );
+    const byId = new Map(stdoutMessages(server).map((m) => [m.id, m]));
     expect(byId.get(1).result.protocolVersion).toBe("2025-06-18");
     expect(byId.get(2).result.resultType).toBe("input_required");
     // The 2025 line after it is answered by the 2025 server (no resultType on that era).
@@ -169,12 +158,7 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     });
     const answerOf = async (server: ReturnType<typeof spawnDist>, id: number) => {
       for (let i = 0; i < 400; i++) {
-        const answer = server
-          .stdout()
-          .split("\n")
-          .filter((l) => l.trim() !== "")
-          .map((l) => JSON.parse(l))
-          .find((m) => m.id === id);
+        const answer = stdoutMessages(server).find((m) => m.id === id);
         if (answer) return answer;
         await new Promise((r) => setTimeout(r, 25));
       }

@@ -7,6 +7,7 @@ import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { MCP_HEADERS, modernHeaders, modernMeta } from "../helpers/rpc.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
+import { stdoutMessages } from "../helpers/spawn.js";
 
 /**
  * Argument names that are not data (`__proto__`, `constructor`, `prototype`) are refused as
@@ -91,11 +92,7 @@ describe("argument names that are not data", () => {
     server.child.stdin?.write(`${lines.join("\n")}\n`);
     server.child.stdin?.end();
     expect(await server.exit).toBe(0);
-    const answers = server
-      .stdout()
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l));
+    const answers = stdoutMessages(server);
     expect(answers).toHaveLength(lines.length);
     for (const answer of answers) expectRefused(answer.result);
     const { readFile } = await import("node:fs/promises");
