@@ -183,11 +183,11 @@ function ready(client: RedisClient): void {
 export function connectRedisLimits(options: RedisLimitsOptions): RedisLimits {
   const secrets = secretsOf(options.url);
   const describe = (error: unknown): string => {
-    const raw =
+    const code = (error as NodeJS.ErrnoException | null)?.code;
+    let text =
       error instanceof Error
-        ? `${error.name}${(error as NodeJS.ErrnoException).code ? ` ${(error as NodeJS.ErrnoException).code}` : ""}: ${error.message}`
+        ? `${error.name}${code ? ` ${code}` : ""}: ${error.message}`
         : String(error);
-    let text = raw;
     for (const secret of secrets) text = text.split(secret).join("[REDACTED]");
     return text.slice(0, 300);
   };
