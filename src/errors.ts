@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { KeySourceError, UnusableKeyError } from "./keys/provider.js";
 import { StoreLinkError } from "./storelink/client.js";
+import { InvalidIdError } from "./storelink/ids.js";
 
 /**
  * The documented set of failure types a client can branch on (`structuredContent.error.type`).
@@ -102,6 +103,14 @@ export const rateLimited = (retryAfterSeconds: number): ToolError =>
  */
 export function toToolError(error: unknown, requestId: string): ToolError {
   if (error instanceof ToolError) return error;
+  if (error instanceof InvalidIdError) {
+    return new ToolError(
+      "invalid_arguments",
+      error.message,
+      "Fix the id (use the exact store_id, SKU code or order_id the tools returned) and call again; nothing was done.",
+      false,
+    );
+  }
   if (error instanceof UnusableKeyError) {
     return new ToolError(
       "no_credentials",

@@ -1,12 +1,11 @@
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
-import { type Config, ConfigError, loadConfig } from "./config.js";
+import { type Config, ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
 import { drainAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
-import { storelinkInUse } from "./storelink/index.js";
 import type { ServerDeps } from "./tools/define.js";
 
 /**

@@ -1,38 +1,48 @@
-import { ConfigError, loadConfig } from "./config.js";
+import { randomUUID } from "node:crypto";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
+import { ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { inflightCalls } from "./lifecycle/inflight.js";
 import { finishAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
-import { createServer } from "./server.js";
-import { modernStdio } from "./stdio/modern.js";
-import { LineLimitedStdioTransport, MAX_LINE_BYTES } from "./stdio/transport.js";
-import { storelinkInUse } from "./storelink/index.js";
+import { createServer } from "./mcp/server.js";
+import { MAX_LINE_BYTES } from "./stdio/line-limiter.js";
+import { LineStdioTransport } from "./stdio/transport.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
   const config = loadConfig();
   const { deps, recorder } = await startDeps(config, "stdio");
-  const server = createServer(deps);
-  const transport = new LineLimitedStdioTransport(process.stdin, process.stdout, {
+  const transport = new LineStdioTransport(process.stdin, process.stdout, {
     onOversize: (bytes) =>
       opsLog.warn(
         { bytes, limit: MAX_LINE_BYTES },
         "discarded an stdin line longer than the limit; answered Invalid Request and kept serving",
       ),
   });
+  // The connection's one client, named for this connection alone: confirmation state it was
+  // given is refused by any other stdio process or connection, whatever key signs it.
+  const caller = `stdio:${randomUUID()}`;
   let stdoutBroken = false;
-  server.onerror = (error) => {
-    // Reported once: the client closed its end of stdout (answers are lost, work goes on).
-    if ((error as NodeJS.ErrnoException).code !== "EPIPE" || stdoutBroken) return;
-    stdoutBroken = true;
-    opsLog.warn(
-      "stdout is closed: answers can no longer be delivered; running calls finish and are audited",
-    );
-  };
-  await server.connect(transport);
-  // 2026-07-28 lines go to the SDK v2 leg, whatever came before them; the rest to `server`.
-  const modern = modernStdio(deps, transport);
-  transport.divert = modern.divert;
+  // The SDK picks the era from the opening exchange and pins one server for the connection.
+  const connection = serveStdio(
+    ({ era }) => createServer(deps, { caller, traceFields: {}, era, asks2025: true }),
+    {
+      transport,
+      onerror: (error) => {
+        // Reported once: the client closed its end of stdout (answers are lost, work goes on).
+        if ((error as NodeJS.ErrnoException).code !== "EPIPE") {
+          opsLog.debug({ err: error }, "MCP stdio message refused");
+          return;
+        }
+        if (stdoutBroken) return;
+        stdoutBroken = true;
+        opsLog.warn(
+          "stdout is closed: answers can no longer be delivered; running calls finish and are audited",
+        );
+      },
+    },
+  );
   // Which StoreLink answers (the URL's host, or the embedded demo): never a path, query or key.
   console.error(
     `korral-storelink MCP server running on stdio (StoreLink: ${storelinkInUse(config)})`,
@@ -51,8 +61,7 @@ async function main(): Promise<void> {
       {
         graceMs: config.shutdownGraceMs,
         afterClose: async () => {
-          await modern.close();
-          await server.close();
+          await connection.close();
           await recorder.close();
         },
       },

@@ -1,4 +1,4 @@
-import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
 import { defaultDeps } from "../deps.js";
@@ -6,23 +6,25 @@ import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
-import { isModern } from "../mcp/modern.js";
-import { callTool, createServer, SERVER_NAME, SERVER_VERSION } from "../server.js";
+import { callTool } from "../mcp/call-tool.js";
+import { type Era, SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import type { ServerDeps } from "../tools/define.js";
 import {
   bodyRefusals,
   JSON_BODY_LIMIT,
   MAX_BODY_DEPTH,
+  REPEATED_ID,
+  repeatsId,
   TOO_DEEP,
   tooDeep,
 } from "./body-refusals.js";
 import { callerOf } from "./caller.js";
+import { eraOf } from "./era.js";
+import { type FastRead, fastReadAnswer, fastReadOf } from "./fast-reads.js";
 import { hostGuard, originGuard, rpcError } from "./guards.js";
 import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
 import { endWithJson } from "./json-answer.js";
-import { modernHttpHandler } from "./modern-handler.js";
-import { type FastRead, fastReadAnswer, fastReadOf } from "./modern-reads.js";
-import { ServerPool } from "./server-pool.js";
+import { mcpHttpHandler } from "./mcp-handler.js";
 
 /** The health answer's paths: the probes' and one Cloud Run's front end never reserves. */
 export const HEALTH_PATHS = ["/healthz", "/health"];
@@ -38,23 +40,10 @@ export interface AppOptions {
   /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
   storelink?: string;
   /**
-   * Answer plain 2026-07-28 reads without the SDK (modern-reads.ts; default true). Off, every
-   * 2026-07-28 request takes the SDK's path: the fast path's reference in tests.
+   * Answer plain read calls of both eras without the SDK (fast-reads.ts; default true). Off,
+   * every request takes the SDK's path: the fast path's reference in tests.
    */
-  modernFastReads?: boolean;
-}
-
-/** A POST for the 2026-07-28 side (see mcp/modern.ts), read from its body and MCP headers. */
-function isModernPost(req: Request): boolean {
-  const header = (name: string): string | undefined => {
-    const value = req.headers[name];
-    return typeof value === "string" ? value : undefined;
-  };
-  return isModern(req.body, {
-    version: header("mcp-protocol-version"),
-    method: header("mcp-method"),
-    name: header("mcp-name"),
-  });
+  fastReads?: boolean;
 }
 
 /**
@@ -70,9 +59,9 @@ export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
 
 /**
  * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder, one
- * limiter) are shared by every request of the process; each request gets its own transport and
- * borrows a prebuilt MCP server used by no other request until that transport is closed, so
- * concurrent requests never share protocol state.
+ * limiter) are shared by every request of the process; each request gets its own MCP server and
+ * transport from the SDK (mcp-handler.ts), or the fast path for a plain read, so concurrent
+ * requests never share protocol state.
  */
 export function createApp(given: ServerDeps, options: AppOptions = {}): Express {
   // Both eras share one set: one signer, one cap, one limiter per app.
@@ -84,17 +73,16 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   if (opsLog.isLevelEnabled("debug")) app.use(requestLogging);
   const guards = [originGuard(options.allowedOrigins ?? [])];
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
-  const servers = new ServerPool(() => createServer(deps));
-  const modern = modernHttpHandler(deps);
-  /** A 2026-07-28 request that failed unexpectedly: a JSON-RPC 500, or a cut answer. */
+  const handle = mcpHttpHandler(deps);
+  /** A request that failed unexpectedly: a JSON-RPC 500, or a cut answer. */
   const failed = (res: Response, error: unknown): void => {
-    opsLog.error({ err: error }, "MCP 2026-07-28 request failed");
+    opsLog.error({ err: error }, "MCP request failed");
     if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
     else res.destroy();
   };
-  const fastReads = options.modernFastReads !== false;
-  /** A plain 2026-07-28 read (modern-reads.ts): the tool's answer in the SDK's shape. */
-  const serveFastRead = (req: Request, res: Response, read: FastRead, auth: AuthInfo): void => {
+  const fastReads = options.fastReads !== false;
+  /** A plain read (fast-reads.ts): the tool's answer in the SDK's shape for its era. */
+  const serveFastRead = (req: Request, res: Response, read: FastRead, era: Era, auth: AuthInfo) => {
     const abort = new AbortController();
     res.once("close", () => abort.abort());
     callTool(deps, read.name, read.args, {
@@ -104,52 +92,39 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     }).then(
       (result) => {
         if (res.destroyed) return;
-        endWithJson(res, 200, fastReadAnswer(read.id, result));
+        endWithJson(res, 200, fastReadAnswer(read.id, result, era));
       },
       (error: unknown) => failed(res, error),
-    );
-  };
-  /** Other 2026-07-28 requests go to the SDK v2's handler, behind the same guards and limits. */
-  const serveModern = (req: Request, res: Response, auth: AuthInfo): void => {
-    const traceFields = traceFieldsOf(req.headers);
-    modern(req, res, req.body, { ...auth, extra: { traceFields } }).catch((error: unknown) =>
-      failed(res, error),
     );
   };
 
   // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes
   // costs it a path match.
-  app.post(
-    "/mcp",
-    ...guards,
-    express.json({ limit: JSON_BODY_LIMIT }),
-    async (req: Request, res: Response) => {
-      // The caller keys the rate limit and binds confirmation state; the raw token is
-      // deliberately not carried along.
-      const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [] };
-      markNonDataNames(req.body);
-      if (isModernPost(req)) {
-        if (tooDeep(req.body, MAX_BODY_DEPTH)) {
-          rpcError(res, 400, -32600, TOO_DEEP);
-          return;
-        }
-        const read = fastReads ? fastReadOf(req.body, req.headers) : undefined;
-        if (read) serveFastRead(req, res, read, auth);
-        else serveModern(req, res, auth);
-        return;
-      }
-      try {
-        const pooled = await servers.acquire();
-        // The transport decides on release whether the server may serve again: not after an
-        // initialize, a failed dispatch, or while any handler it started may still be running.
-        res.once("close", () => servers.release(pooled));
-        pooled.transport.handle(req, res, req.body, auth);
-      } catch (error) {
-        opsLog.error({ err: error }, "MCP request failed");
-        rpcError(res, 500, -32603, "Internal server error");
-      }
-    },
-  );
+  app.post("/mcp", ...guards, express.json({ limit: JSON_BODY_LIMIT }), (req, res) => {
+    // Before anything else walks the body: every later walk is then bounded too.
+    if (tooDeep(req.body, MAX_BODY_DEPTH)) {
+      rpcError(res, 400, -32600, TOO_DEEP);
+      return;
+    }
+    if (repeatsId(req.body)) {
+      rpcError(res, 400, -32600, REPEATED_ID);
+      return;
+    }
+    markNonDataNames(req.body);
+    // The caller keys the rate limit and binds confirmation state; the raw token is
+    // deliberately not carried along.
+    const traceFields = traceFieldsOf(req.headers);
+    const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [], extra: { traceFields } };
+    const era = eraOf(req.body, req.headers);
+    const read = fastReads ? fastReadOf(req.body, req.headers, era) : undefined;
+    if (read) {
+      serveFastRead(req, res, read, era, auth);
+      return;
+    }
+    handle(req, res, { body: req.body, era, authInfo: auth }).catch((error: unknown) =>
+      failed(res, error),
+    );
+  });
 
   // Built once: the answer never changes. Says which StoreLink is in use (never a key or a path),
   // so an operator sees a demo deployment at a glance.

@@ -42,6 +42,28 @@ export function tooDeep(value: unknown, limit: number): boolean {
   return false;
 }
 
+/** The refusal of a batch that repeats a request id (400, -32600), in both eras. */
+export const REPEATED_ID = "Invalid Request: a request id is repeated in the batch";
+
+/**
+ * Whether a batch holds two requests with the same id. Answers are matched to requests by id, and
+ * so is the SDK's own bookkeeping (abort controllers, the response of the POST), so such a batch
+ * cannot be answered safely and nothing of it runs. Ids compare as JSON-RPC ids do: 1 and "1"
+ * differ, 1 and 1.0 are the same number.
+ */
+export function repeatsId(body: unknown): boolean {
+  if (!Array.isArray(body) || body.length < 2) return false;
+  const seen = new Set<unknown>();
+  for (const message of body) {
+    if (message === null || typeof message !== "object" || !("method" in message)) continue;
+    if (!("id" in message)) continue;
+    const id = (message as { id: unknown }).id;
+    if (seen.has(id)) return true;
+    seen.add(id);
+  }
+  return false;
+}
+
 const isClientError = (error: unknown): error is { status: number } => {
   const status = (error as { status?: unknown } | null)?.status;
   return typeof status === "number" && status >= 400 && status < 500;

@@ -1,7 +1,6 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { type Config, ConfigError } from "../config.js";
-import { storelinkInUse } from "../storelink/index.js";
+import { type Config, ConfigError, storelinkInUse } from "../config.js";
 import { configureOpsLog, opsLog } from "./ops.js";
 import { AUDIT_FILE, createRecorder, type Recorder, stdoutSink, TRACE_FILE } from "./recorder.js";
 import { setTraceProject } from "./trace-context.js";

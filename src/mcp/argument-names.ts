@@ -45,19 +45,3 @@ function renameIn(value: unknown, depth: number): boolean {
   }
   return marked;
 }
-
-/**
- * The same for one stdio line: parsed only when it could spell such a name (JSON escapes
- * included), and re-serialised only when something was renamed.
- */
-export function markNonDataNamesInLine(line: Buffer): Buffer {
-  const text = line.toString("utf8");
-  if (!/__proto__|constructor|prototype|\\u/.test(text)) return line;
-  let message: unknown;
-  try {
-    message = JSON.parse(text);
-  } catch {
-    return line;
-  }
-  return markNonDataNames(message) ? Buffer.from(`${JSON.stringify(message)}\n`) : line;
-}

@@ -1,13 +1,14 @@
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
-  ErrorCode,
-  GetPromptRequestSchema,
   type GetPromptResult,
-  ListPromptsRequestSchema,
-} from "@modelcontextprotocol/sdk/types.js";
+  ProtocolError,
+  ProtocolErrorCode,
+  type Server,
+} from "@modelcontextprotocol/server";
+import { z } from "zod";
 import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
 import { GAP_SEMANTICS, NOT_SUPPORTED } from "../tools/boundaries.js";
-import { onRequest, ProtocolError } from "./protocol-error.js";
+import { LIST_PARAMS } from "./list-params.js";
+import { onRequest } from "./protocol-error.js";
 
 export const REPLENISHMENT_CHECK = "replenishment-check";
 
@@ -65,13 +66,13 @@ export function getPrompt(params: {
 }): GetPromptResult {
   if (params.name !== REPLENISHMENT_CHECK) {
     throw new ProtocolError(
-      ErrorCode.InvalidParams,
+      ProtocolErrorCode.InvalidParams,
       `Unknown prompt ${params.name}. Available: ${REPLENISHMENT_CHECK}`,
     );
   }
   const product = params.arguments?.product;
   if (!product?.trim()) {
-    throw new ProtocolError(ErrorCode.InvalidParams, 'Missing required argument "product".');
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'Missing required argument "product".');
   }
   return {
     description: PROMPT.description,
@@ -84,8 +85,13 @@ export function getPrompt(params: {
   };
 }
 
+const GET_PARAMS = z.looseObject({
+  name: z.string(),
+  arguments: z.record(z.string(), z.string()).optional(),
+});
+
 /** Registers the workflow prompt. */
 export function registerPrompts(server: Server): void {
-  onRequest(server, ListPromptsRequestSchema, () => PROMPT_LIST);
-  onRequest(server, GetPromptRequestSchema, (request) => getPrompt(request.params));
+  onRequest(server, "prompts/list", LIST_PARAMS, () => PROMPT_LIST);
+  onRequest(server, "prompts/get", GET_PARAMS, getPrompt);
 }

@@ -1,54 +1,14 @@
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
-  ErrorCode,
   type JSONRPCMessage,
-  type ServerNotification,
-  type ServerRequest,
-} from "@modelcontextprotocol/sdk/types.js";
+  ProtocolError,
+  ProtocolErrorCode,
+  type Server,
+  type ServerContext,
+} from "@modelcontextprotocol/server";
 import { z } from "zod";
 
-/**
- * A JSON-RPC error for the wire, with its message exactly as written. The SDK's `McpError` bakes
- * "MCP error <code>: " into its message; the server sends that message as is and every client
- * (the SDK's, Inspector's, Python's) adds the prefix again, so users read it twice. The SDK's
- * request handling only reads `code`, `message` and `data` from what a handler throws.
- */
-export class ProtocolError extends Error {
-  override readonly name = "ProtocolError";
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-  }
-}
-
-/** Removes the "MCP error <code>: " prefixes an McpError put in front of a wire message. */
-function withoutMcpPrefix(code: number, message: string): string {
-  const prefix = `MCP error ${code}: `;
-  let text = message;
-  while (text.startsWith(prefix)) text = text.slice(prefix.length);
-  return text;
-}
-
-/**
- * An error message that embeds a zod issue list (the SDKs' "Invalid tools/call request: [ {...} ]")
- * as one short line naming each bad field; any other message as it is.
- */
-export function withoutIssueDump(code: number, message: string): string {
-  const at = message.indexOf(": [");
-  if (code !== ErrorCode.InvalidParams || at === -1) return message;
-  try {
-    const issues = JSON.parse(message.slice(at + 2)) as unknown;
-    if (!Array.isArray(issues)) return message;
-    return `${message.slice(0, at)}: ${shortDetail(issues as z.core.$ZodIssue[])}`;
-  } catch {
-    return message;
-  }
-}
+/** The longest description of bad params a protocol error carries. */
+const MAX_PARAMS_DETAIL = 300;
 
 function shortDetail(
   issues: readonly { path?: readonly PropertyKey[]; message?: string }[],
@@ -63,61 +23,52 @@ function shortDetail(
 }
 
 /**
- * An error answer as it leaves, from either SDK: without the doubled "MCP error <code>:" prefix
- * and with an embedded issue list as one short line.
+ * An error message that embeds a zod issue list (the SDK's "Invalid tools/call request: [ {...} ]")
+ * as one short line naming each bad field; any other message as it is.
  */
-export function forTheWire<M extends JSONRPCMessage>(message: M): M {
-  if (!("error" in message)) return message;
-  const { code, message: text } = message.error;
-  const clean = withoutIssueDump(code, withoutMcpPrefix(code, text));
-  return clean === text ? message : { ...message, error: { ...message.error, message: clean } };
-}
-
-/**
- * The SDK's Server, except that error answers leave without the McpError prefix. Our own
- * handlers throw ProtocolError; this catches the McpErrors the SDK throws itself (for example
- * "Invalid tools/call request" for malformed tools/call params), so no wire message is doubled
- * whatever threw it.
- */
-export class WireServer extends Server {
-  override async connect(transport: Transport): Promise<void> {
-    const send = transport.send.bind(transport);
-    transport.send = (message, options) => send(forTheWire(message), options);
-    await super.connect(transport);
+export function withoutIssueDump(code: number, message: string): string {
+  const at = message.indexOf(": [");
+  if (code !== ProtocolErrorCode.InvalidParams || at === -1) return message;
+  try {
+    const issues = JSON.parse(message.slice(at + 2)) as unknown;
+    if (!Array.isArray(issues)) return message;
+    return `${message.slice(0, at)}: ${shortDetail(issues as z.core.$ZodIssue[])}`;
+  } catch {
+    return message;
   }
 }
 
-/** The longest description of bad params a protocol error carries. */
-const MAX_PARAMS_DETAIL = 300;
+/** An error answer as it leaves: an embedded issue list becomes one short line. */
+export function forTheWire<M extends JSONRPCMessage>(message: M): M {
+  if (!("error" in message)) return message;
+  const { code, message: text } = message.error;
+  const clean = withoutIssueDump(code, text);
+  return clean === text ? message : { ...message, error: { ...message.error, message: clean } };
+}
 
 /** -32602 for malformed params: which fields, briefly; never the parser's whole issue dump. */
 export function invalidParams(method: string, error: z.ZodError): ProtocolError {
   return new ProtocolError(
-    ErrorCode.InvalidParams,
+    ProtocolErrorCode.InvalidParams,
     `Invalid params for ${method}: ${shortDetail(error.issues)}`,
   );
 }
 
-interface RequestSchema<T> {
-  shape: { method: { value: string } };
-  safeParse(value: unknown): { success: true; data: T } | { success: false; error: z.ZodError };
-}
+const LOOSE_PARAMS = z.looseObject({}).optional();
 
 /**
- * Registers `handler` for the method of the SDK's `schema`, answering malformed params with
- * -32602 and a short message naming what is wrong. The SDK parses with the schema itself and
- * answers a failure -32603 with the parser's whole issue list as the message.
+ * Registers a handler whose params `schema` checks here, so malformed params answer -32602 with
+ * a short message in both eras (the SDK's own parse answers -32603 with its whole issue list).
  */
 export function onRequest<T>(
   server: Server,
-  schema: RequestSchema<T>,
-  handler: (request: T, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => unknown,
+  method: string,
+  schema: z.ZodType<T>,
+  handler: (params: T, ctx: ServerContext) => unknown,
 ): void {
-  const method = schema.shape.method.value;
-  const loose = z.object({ method: z.literal(method), params: z.unknown().optional() });
-  server.setRequestHandler(loose, (request, extra) => {
-    const parsed = schema.safeParse(request);
+  server.setRequestHandler(method as "tools/list", { params: LOOSE_PARAMS }, (params, ctx) => {
+    const parsed = schema.safeParse(params ?? {});
     if (!parsed.success) throw invalidParams(method, parsed.error);
-    return handler(parsed.data, extra) as never;
+    return handler(parsed.data, ctx) as never;
   });
 }

@@ -1,11 +1,8 @@
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import {
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ReadResourceRequestSchema,
-} from "@modelcontextprotocol/sdk/types.js";
+import { ProtocolError, type Server } from "@modelcontextprotocol/server";
+import { z } from "zod";
 import type { ServerDeps } from "../tools/define.js";
-import { onRequest, ProtocolError } from "./protocol-error.js";
+import { LIST_PARAMS } from "./list-params.js";
+import { onRequest } from "./protocol-error.js";
 
 const RESOURCE_NOT_FOUND = -32002;
 
@@ -41,9 +38,11 @@ export async function readResource(deps: ServerDeps, uri: string) {
 
 /** The store directory as an MCP resource, read live from StoreLink's directory (no key needed). */
 export function registerResources(server: Server, deps: ServerDeps): void {
-  onRequest(server, ListResourcesRequestSchema, () => RESOURCE_LIST);
+  onRequest(server, "resources/list", LIST_PARAMS, () => RESOURCE_LIST);
   // No templates, but declaring `resources` promises this method: Inspector, the SDK v2 client
   // and the Python SDK call it and report -32601 as a failure.
-  onRequest(server, ListResourceTemplatesRequestSchema, () => RESOURCE_TEMPLATE_LIST);
-  onRequest(server, ReadResourceRequestSchema, (request) => readResource(deps, request.params.uri));
+  onRequest(server, "resources/templates/list", LIST_PARAMS, () => RESOURCE_TEMPLATE_LIST);
+  onRequest(server, "resources/read", READ_PARAMS, (params) => readResource(deps, params.uri));
 }
+
+const READ_PARAMS = z.looseObject({ uri: z.string() });

@@ -1,4 +1,3 @@
-import { ToolError } from "../errors.js";
 
 /**
  * The one rule for ids that name a StoreLink resource (store_id, sku, order_id): the tool schemas
@@ -22,18 +21,15 @@ export const isValidId = (value: string): boolean =>
   value.length <= ID_MAX_LENGTH && ID_PATTERN.test(value);
 
 /**
- * An id refused by a StoreLink client before anything was sent. A ToolError of type
- * invalid_arguments, so that whatever calls the client (a tool, a future caller that skipped the
- * schema) reports it as the caller's mistake: never `internal`, never an uncertain write. The id
- * itself is not quoted, so nothing hostile is echoed into results or logs.
+ * An id refused by a StoreLink client before anything was sent. errors.ts reports it as the
+ * caller's mistake (invalid_arguments): never `internal`, never an uncertain write. The id itself
+ * is not quoted, so nothing hostile is echoed into results or logs.
  */
-export class InvalidIdError extends ToolError {
+export class InvalidIdError extends Error {
+  override readonly name = "InvalidIdError";
   constructor() {
     super(
-      "invalid_arguments",
       `Refused an id that could change the StoreLink route: store_id, sku and order_id must be at most ${ID_MAX_LENGTH} characters of ${ID_RULE}. Nothing was sent to StoreLink.`,
-      "Fix the id (use the exact store_id, SKU code or order_id the tools returned) and call again; nothing was done.",
-      false,
     );
   }
 }

@@ -19,15 +19,3 @@ export function createStoreLink(
     timeoutMs: config.storelinkTimeoutMs,
   });
 }
-
-/** What the start-up line and /healthz name as the StoreLink in use. */
-export const EMBEDDED_STORELINK = "embedded demo";
-
-/**
- * "embedded demo", or the StoreLink URL's host (and port) only: never its path, query or
- * userinfo, any of which could carry a credential.
- */
-export function storelinkInUse(config: Pick<Config, "storelinkUrl">): string {
-  if (config.storelinkUrl === undefined) return EMBEDDED_STORELINK;
-  return new URL(config.storelinkUrl).host;
-}

@@ -1,9 +1,4 @@
-import type {
-  ElicitRequestFormParams,
-  ElicitResult,
-  ToolAnnotations,
-} from "@modelcontextprotocol/sdk/types.js";
-import type { InputRequiredResult } from "@modelcontextprotocol/server";
+import type { InputRequiredResult, ToolAnnotations } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
@@ -37,8 +32,9 @@ export interface ServerDeps {
 export type ComposedDeps = ServerDeps & { signer: StateSigner };
 
 /**
- * A 2026-07-28 request from a client that declared form elicitation: the buyer is asked by
- * answering `input_required` (round 1) and the client retries with the answer (round 2).
+ * A request from a client that declared form elicitation: the buyer is asked by answering
+ * `input_required` (round 1) and the client (or, for a 2025 client, the SDK's legacy shim)
+ * retries with the answer (round 2).
  */
 export interface Rounds {
   signer: StateSigner;
@@ -51,21 +47,21 @@ export interface Rounds {
 /**
  * Thrown by a handler that needs the buyer's answer first: the call answers `input_required`
  * with `result`, nothing is written and nothing is audited (the outcome comes with round 2).
+ * `unanswered` audits the write as not confirmed, where the server knows that no round 2 will
+ * come (a 2025 client's question failed), and returns the error to answer with.
  */
 export class AskBuyer {
-  constructor(readonly result: InputRequiredResult) {}
+  constructor(
+    readonly result: InputRequiredResult,
+    readonly unanswered: () => Promise<ToolError>,
+  ) {}
 }
-
-/** Asks the human through the client (form elicitation). */
-export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
 
 /** Per-call context: the shared dependencies plus this call's identity. */
 export interface ToolContext extends ServerDeps {
   requestId: string;
   signal: AbortSignal;
-  /** Present only when this session's client declared form elicitation and confirmation is on. */
-  elicit?: Elicit;
-  /** Present only on a 2026-07-28 request whose client declared form elicitation. */
+  /** Present only when the client declared form elicitation and confirmation is on. */
   rounds?: Rounds;
   /** Called as the write is handed to StoreLink: an abandoned write is uncertain from then on. */
   onSend?: () => void;

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { defaultDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { replenishmentCheckText } from "../../src/mcp/prompts.js";
-import { INSTRUCTIONS } from "../../src/server.js";
+import { INSTRUCTIONS } from "../../src/mcp/server.js";
 import { CALL_ORDER } from "../../src/tools/boundaries.js";
 import { TOOLS } from "../../src/tools/index.js";
 import { TOOL_COUNT, TOOL_NAMES } from "../../src/tools/names.js";

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { LineLimiter } from "../../src/stdio/transport.js";
+import { LineLimiter } from "../../src/stdio/line-limiter.js";
 
 /** Feeds `chunks` through a limiter; returns the lines it passed on and the oversize reports. */
 async function run(chunks: (string | Buffer)[], maxBytes = 10) {

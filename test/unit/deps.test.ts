@@ -3,11 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Server } from "@modelcontextprotocol/server";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { defaultDeps } from "../../src/deps.js";
-import { createServer } from "../../src/server.js";
+import { createServer } from "../../src/mcp/server.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { FakeSecretManager } from "../helpers/fake-secret-manager.js";
 

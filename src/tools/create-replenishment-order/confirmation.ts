@@ -8,13 +8,13 @@ import {
 } from "../../policy/request-state.js";
 import type { Sku, StockReading, Store } from "../../storelink/client.js";
 import { AskBuyer, type Rounds, type ToolContext } from "../define.js";
-import { amount, describeStock, readStock, readStockUnderCap } from "./preview.js";
+import { amount, describeStock, readStockUnderCap } from "./preview.js";
 import type { OrderInput } from "./schema.js";
 
 /**
- * Asking the buyer: what the dialog says, and how an answer counts, in both protocol eras (a 2025
- * session's elicitation/create; a 2026-07-28 request's input_required rounds and signed state).
- * Anything but an explicit yes sends nothing.
+ * Asking the buyer: what the dialog says, and how an answer counts, through input_required
+ * rounds and signed state in both protocol eras (a 2025 stdio client is asked the same question
+ * by the SDK's legacy shim, as elicitation/create). Anything but an explicit yes sends nothing.
  */
 
 /** How much of the reason the confirmation shows; the audit line keeps all of it. */
@@ -114,30 +114,10 @@ function notConfirmed(answer: Exclude<Answer, "accept">): ToolError {
   );
 }
 
-/** Asks the buyer through the client (a 2025 session); anything but an explicit yes sends nothing. */
-export async function confirmWithBuyer(
-  args: OrderInput,
-  ctx: ToolContext,
-  elicit: NonNullable<ToolContext["elicit"]>,
-  store: Store,
-  item: Sku,
-): Promise<void> {
-  const stock = await readStock(args, ctx, item);
-  const message = confirmationMessage(args, store, item, stock);
-  let answer: Answer;
-  try {
-    const result = await elicit({ mode: "form", message, requestedSchema: CONFIRM_SCHEMA });
-    answer = answerOf(result.action, result.content);
-  } catch {
-    // Timeout, disconnect or a malformed answer: not a yes.
-    answer = "no answer";
-  }
-  if (answer !== "accept") throw notConfirmed(answer);
-}
-
 /**
- * Round 1 of a 2026-07-28 write: every check has passed (the cap, and the live read proves the
- * key and the ranging); answer `input_required` with the true order and signed state.
+ * Round 1 of a write: every check has passed (the cap, and the live read proves the key and the
+ * ranging); answer `input_required` with the true order and signed state. `unanswered` is how
+ * the write is audited should the buyer never answer.
  */
 export async function askBuyer(
   args: OrderInput,
@@ -145,6 +125,7 @@ export async function askBuyer(
   rounds: Rounds,
   store: Store,
   item: Sku,
+  unanswered: (error: ToolError) => Promise<void>,
 ): Promise<never> {
   const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
@@ -162,6 +143,11 @@ export async function askBuyer(
       },
       requestState,
     }),
+    async () => {
+      const error = notConfirmed("no answer");
+      await unanswered(error);
+      return error;
+    },
   );
 }
 

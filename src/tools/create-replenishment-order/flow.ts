@@ -12,12 +12,7 @@ import {
 import { holdSlot } from "../../policy/order-cap.js";
 import { storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
-import {
-  askBuyer,
-  confirmationRequired,
-  confirmedByState,
-  confirmWithBuyer,
-} from "./confirmation.js";
+import { askBuyer, confirmationRequired, confirmedByState } from "./confirmation.js";
 import { amount, preview } from "./preview.js";
 import type { OrderInput, OrderOutput } from "./schema.js";
 
@@ -51,16 +46,21 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     if (!store) throw unknownStore(args.store_id, directory);
     if (args.dry_run === true) return await preview(args, ctx, store, item);
 
-    // Who confirms: the buyer through round 2's answer, or the 2025 dialog below; else only the
-    // agent's word, which KORRAL_REQUIRE_CONFIRMATION refuses.
+    // Who confirms: the buyer through round 2's answer; else only the agent's word, which
+    // KORRAL_REQUIRE_CONFIRMATION refuses.
     const rounds = ctx.rounds;
-    if (rounds && rounds.state === undefined) await askBuyer(args, ctx, rounds, store, item);
+    if (rounds && rounds.state === undefined) {
+      await askBuyer(args, ctx, rounds, store, item, (error) =>
+        ctx.recorder.audit(
+          failedWrite(auditArgs, ctx.requestId, error, "checking", false),
+          ctx.traceFields,
+        ),
+      );
+    }
     let idempotencyKey = args.idempotency_key;
     let confirmed: Confirmer = "agent";
     if (rounds) {
       idempotencyKey = await confirmedByState(args, ctx, rounds);
-      confirmed = "buyer";
-    } else if (ctx.elicit) {
       confirmed = "buyer";
     } else if (ctx.requireConfirmation) {
       throw confirmationRequired();
@@ -71,7 +71,6 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
 
     let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
     try {
-      if (ctx.elicit) await confirmWithBuyer(args, ctx, ctx.elicit, store, item);
       created = await withStoreKey(ctx.keys, args.store_id, (key) => {
         stage = "sent";
         ctx.onSend?.();

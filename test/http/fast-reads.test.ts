@@ -2,15 +2,16 @@ import fc from "fast-check";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/http/app.js";
-import { fastReadOf } from "../../src/http/modern-reads.js";
+import { eraOf } from "../../src/http/era.js";
+import { fastReadOf } from "../../src/http/fast-reads.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { RUNS } from "../helpers/arbitraries.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
-import { modernHeaders, modernMeta } from "../helpers/rpc.js";
+import { MCP_HEADERS, modernHeaders, modernMeta } from "../helpers/rpc.js";
 
 /**
- * The fast path for plain 2026-07-28 reads against its reference, the SDK's own path: the same
+ * The fast path for plain reads of both eras against its reference, the SDK's own path: the same
  * requests to an app with the fast path and to one without, the same answers (status, type and
  * body, timestamps aside), the same trace lines. Requests the fast path must not take (the write,
  * odd headers, extra params) are answered identically too, since both send them to the SDK.
@@ -29,7 +30,7 @@ function app(fast: boolean) {
         recorder,
         orderCap: new OrderCap({ perHour: 0 }),
       },
-      { modernFastReads: fast },
+      { fastReads: fast },
     ),
   };
 }
@@ -124,7 +125,9 @@ const CASES: [string, Case][] = [
   ["a null id", { id: null, name: "lookup_sku", args: { query: "x" } }],
 ];
 
-function requestOf(c: Case) {
+type Shape = (c: Case) => { headers: Record<string, string>; body: unknown };
+
+function requestOf(c: Case): ReturnType<Shape> {
   const headers: Record<string, string> = { ...HEADERS, "mcp-name": c.name, ...(c.headers ?? {}) };
   for (const [k, v] of Object.entries(headers)) if (v === "") delete headers[k];
   const params = {
@@ -137,8 +140,86 @@ function requestOf(c: Case) {
   return { headers, body: { jsonrpc: "2.0", id, method: "tools/call", params } };
 }
 
-async function send(target: ReturnType<typeof app>["app"], c: Case) {
-  const { headers, body } = requestOf(c);
+/** A 2025 request: no envelope, no MCP headers unless the case sets them. */
+function legacyRequestOf(c: Case): ReturnType<Shape> {
+  const headers: Record<string, string> = { ...MCP_HEADERS, ...(c.headers ?? {}) };
+  for (const [k, v] of Object.entries(headers)) if (v === "") delete headers[k];
+  const params = {
+    name: c.name,
+    ...(c.args === undefined ? {} : { arguments: c.args }),
+    ...(c.params ?? {}),
+    ...(c.meta === undefined ? {} : { _meta: c.meta }),
+  };
+  const id = "id" in c ? c.id : 7;
+  return { headers, body: { jsonrpc: "2.0", id, method: "tools/call", params } };
+}
+
+const LEGACY_CASES: [string, Case][] = [
+  [
+    "stock across stores",
+    { name: "get_stock_position", args: { sku: "8847291", store_ids: ["47", "102", "128"] } },
+  ],
+  ["an unknown SKU", { name: "get_stock_position", args: { sku: "0000000", store_ids: ["47"] } }],
+  ["invalid arguments", { name: "get_stock_position", args: { sku: "8847291", store_ids: "47" } }],
+  ["no arguments", { name: "lookup_sku" }],
+  ["a lookup with a string id", { id: "abc", name: "lookup_sku", args: { query: "88" } }],
+  [
+    "no credentials",
+    { name: "get_replenishment_status", args: { store_id: "128", order_id: "RPL-128-001" } },
+  ],
+  [
+    "a 2025 MCP-Protocol-Version",
+    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-protocol-version": "2025-06-18" } },
+  ],
+  [
+    "a charset in Content-Type",
+    {
+      name: "lookup_sku",
+      args: { query: "x" },
+      headers: { "content-type": "application/json; charset=utf-8" },
+    },
+  ],
+  [
+    "the write (never fast)",
+    {
+      name: "create_replenishment_order",
+      args: {
+        store_id: "47",
+        sku: "8847291",
+        quantity: 1,
+        reason: "Gap of 8 at store 47. Buyer approved 1.",
+      },
+    },
+  ],
+  [
+    "an unsupported MCP-Protocol-Version",
+    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-protocol-version": "1999-01-01" } },
+  ],
+  [
+    "JSON only in Accept",
+    { name: "lookup_sku", args: { query: "x" }, headers: { accept: "application/json" } },
+  ],
+  ["no Content-Type", { name: "lookup_sku", args: { query: "x" }, headers: { "content-type": "" } }],
+  ["a progress token", { name: "lookup_sku", args: { query: "x" }, meta: { progressToken: 1 } }],
+  ["an unknown tool", { name: "no_such_tool", args: {} }],
+  ["array arguments", { name: "lookup_sku", args: [1] }],
+  ["a fractional id", { id: 1.5, name: "lookup_sku", args: { query: "x" } }],
+  ["a null id", { id: null, name: "lookup_sku", args: { query: "x" } }],
+];
+
+const LEGACY_FAST = new Set(
+  LEGACY_CASES.slice(
+    0,
+    LEGACY_CASES.findIndex(([name]) => name.startsWith("the write")),
+  ).map(([name]) => name),
+);
+
+async function send(
+  target: ReturnType<typeof app>["app"],
+  c: Case,
+  shape: Shape = requestOf,
+) {
+  const { headers, body } = shape(c);
   const res = await request(target).post("/mcp").set(headers).send(JSON.stringify(body));
   return {
     status: res.status,
@@ -155,23 +236,33 @@ const FAST = new Set(
   ).map(([name]) => name),
 );
 
+const takes = (shape: Shape, c: Case): boolean => {
+  const { headers, body } = shape(c);
+  return fastReadOf(body, headers, eraOf(body, headers)) !== undefined;
+};
+
 describe("which requests the fast path takes", () => {
-  it.each(CASES)("%s", (name, c) => {
-    const { headers, body } = requestOf(c);
-    expect(fastReadOf(body, headers) !== undefined).toBe(FAST.has(name));
+  it.each(CASES)("2026-07-28: %s", (name, c) => {
+    expect(takes(requestOf, c)).toBe(FAST.has(name));
+  });
+  it.each(LEGACY_CASES)("2025: %s", (name, c) => {
+    expect(takes(legacyRequestOf, c)).toBe(LEGACY_FAST.has(name));
   });
 });
 
-describe("fast 2026-07-28 reads answer exactly as the SDK's path does", () => {
-  it.each(CASES)("%s", async (_name, c) => {
-    const fast = app(true);
-    const reference = app(false);
-    const [got, want] = [await send(fast.app, c), await send(reference.app, c)];
-    expect(got).toEqual(want);
-    expect(fast.recorder.traces.map((t) => [t.tool, t.status, t.error])).toEqual(
-      reference.recorder.traces.map((t) => [t.tool, t.status, t.error]),
-    );
-  });
+async function sameAsReference(c: Case, shape: Shape) {
+  const fast = app(true);
+  const reference = app(false);
+  const [got, want] = [await send(fast.app, c, shape), await send(reference.app, c, shape)];
+  expect(got).toEqual(want);
+  expect(fast.recorder.traces.map((t) => [t.tool, t.status, t.error])).toEqual(
+    reference.recorder.traces.map((t) => [t.tool, t.status, t.error]),
+  );
+}
+
+describe("fast reads answer exactly as the SDK's path does", () => {
+  it.each(CASES)("2026-07-28: %s", (_name, c) => sameAsReference(c, requestOf));
+  it.each(LEGACY_CASES)("2025: %s", (_name, c) => sameAsReference(c, legacyRequestOf));
 });
 
 /**

@@ -1,0 +1,108 @@
+import type { IncomingHttpHeaders } from "node:http";
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  isJsonContentType,
+  isSpecType,
+  PROTOCOL_VERSION_META_KEY,
+  SERVER_INFO_META_KEY,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from "@modelcontextprotocol/server";
+import { type Era, SERVER_INFO } from "../mcp/server.js";
+import { TOOLS } from "../tools/index.js";
+
+/**
+ * The hot request of both eras, answered without the SDK's per-request machinery (what that
+ * buys: docs/performance.md): a `tools/call` of a read-only tool, in the era the SDK's classifier
+ * gave it, valid in every respect the SDK checks. This only recognises that request; anything
+ * else (the write, whose confirmation needs the SDK's input_required handling, any other method,
+ * any header, envelope or params that is not exactly the plain form, a batch) goes to the SDK,
+ * which owns every error answer and every other shape.
+ *
+ * The SDK's path is this one's reference: test/http/fast-reads.test.ts sends generated requests
+ * of both eras through both and requires the same answers and trace lines.
+ */
+
+const REVISION = "2026-07-28";
+const READ_TOOLS = new Set(
+  TOOLS.filter((tool) => tool.listing.annotations.readOnlyHint === true).map((tool) => tool.name),
+);
+const ENVELOPE_KEYS = new Set([
+  PROTOCOL_VERSION_META_KEY,
+  CLIENT_INFO_META_KEY,
+  CLIENT_CAPABILITIES_META_KEY,
+]);
+
+/** A read the fast path answers: its JSON-RPC id, tool name and arguments. */
+export interface FastRead {
+  id: string | number;
+  name: string;
+  args: Record<string, unknown> | undefined;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+/** The 2025 revisions the SDK serves: a 2025 POST may name one in its header, or none. */
+const LEGACY_REVISIONS = new Set(SUPPORTED_PROTOCOL_VERSIONS.filter((v) => v < REVISION));
+const REQUEST_KEYS = new Set(["jsonrpc", "id", "method", "params"]);
+
+/**
+ * The read in `body` if the fast path may answer it, else undefined. `era` is the SDK
+ * classifier's verdict on the request (for a modern one, the envelope is then well formed).
+ */
+export function fastReadOf(
+  body: unknown,
+  headers: IncomingHttpHeaders,
+  era: Era,
+): FastRead | undefined {
+  if (!isPlainObject(body) || body.jsonrpc !== "2.0" || body.method !== "tools/call") return;
+  for (const key in body) if (!REQUEST_KEYS.has(key)) return;
+  const { id, params } = body;
+  if (typeof id !== "string" && !(typeof id === "number" && Number.isSafeInteger(id))) return;
+  if (!isPlainObject(params)) return;
+  const { name, arguments: args, _meta: meta } = params;
+  if (typeof name !== "string" || !READ_TOOLS.has(name)) return;
+  if (args !== undefined && !isPlainObject(args)) return;
+  if (!isJsonContentType(headers["content-type"] ?? null)) return;
+  const accept = headers.accept;
+  if (!accept?.includes("application/json")) return;
+  for (const header in headers) if (header.startsWith("mcp-param-")) return;
+  if (era === "legacy") {
+    // The 2025 transport requires both types in Accept (406 otherwise).
+    if (!accept.includes("text/event-stream")) return;
+    // No envelope, no MCP headers but a 2025 revision: the plain 2025 stateless call.
+    for (const key in params) if (key !== "name" && key !== "arguments") return;
+    const version = headers["mcp-protocol-version"];
+    if (version !== undefined && (typeof version !== "string" || !LEGACY_REVISIONS.has(version))) {
+      return;
+    }
+    if (headers["mcp-method"] !== undefined || headers["mcp-name"] !== undefined) return;
+    return { id, name, args };
+  }
+  for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return;
+  if (!isPlainObject(meta) || meta[PROTOCOL_VERSION_META_KEY] !== REVISION) return;
+  for (const key in meta) if (!ENVELOPE_KEYS.has(key)) return;
+  // The envelope as the SDK's own spec types have it: capabilities required, clientInfo optional.
+  const info = meta[CLIENT_INFO_META_KEY];
+  if (info !== undefined && !isSpecType.Implementation(info)) return;
+  if (!isSpecType.ClientCapabilities(meta[CLIENT_CAPABILITIES_META_KEY])) return;
+  // The standard headers present and equal to the body.
+  if (headers["mcp-protocol-version"] !== REVISION) return;
+  if (headers["mcp-method"] !== "tools/call" || headers["mcp-name"] !== name) return;
+  return { id, name, args };
+}
+
+/** The JSON-RPC answer to a fast read, shaped as the SDK shapes a result of `era`. */
+export function fastReadAnswer(id: string | number, result: object, era: Era): string {
+  if (era === "legacy") return JSON.stringify({ result, jsonrpc: "2.0", id });
+  return JSON.stringify({
+    result: {
+      ...result,
+      resultType: "complete",
+      _meta: { [SERVER_INFO_META_KEY]: SERVER_INFO },
+    },
+    jsonrpc: "2.0",
+    id,
+  });
+}
