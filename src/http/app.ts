@@ -17,6 +17,7 @@ import {
   repeatsId,
   TOO_DEEP,
   tooDeep,
+  withoutCancelled,
 } from "./body-refusals.js";
 import { callerOf } from "./caller.js";
 import { eraOf } from "./era.js";
@@ -110,18 +111,19 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
       rpcError(res, 400, -32600, REPEATED_ID);
       return;
     }
-    markNonDataNames(req.body);
+    const body = withoutCancelled(req.body);
+    markNonDataNames(body);
     // The caller keys the rate limit and binds confirmation state; the raw token is
     // deliberately not carried along.
     const traceFields = traceFieldsOf(req.headers);
     const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [], extra: { traceFields } };
-    const era = eraOf(req.body, req.headers);
-    const read = fastReads ? fastReadOf(req.body, req.headers, era) : undefined;
+    const era = eraOf(body, req.headers);
+    const read = fastReads ? fastReadOf(body, req.headers, era) : undefined;
     if (read) {
       serveFastRead(req, res, read, era, auth);
       return;
     }
-    handle(req, res, { body: req.body, era, authInfo: auth }).catch((error: unknown) =>
+    handle(req, res, { body, era, authInfo: auth }).catch((error: unknown) =>
       failed(res, error),
     );
   });

@@ -64,6 +64,26 @@ export function repeatsId(body: unknown): boolean {
   return false;
 }
 
+/**
+ * A batch without the requests that a `notifications/cancelled` of the same batch names: the
+ * client withdrew them before they could start, so they never run and are never answered (the
+ * SDK would run each and then wait for an answer it never sends). Matched as the SDK v2 matches
+ * a cancellation (any `requestId` that is an id), wherever it sits in the batch.
+ */
+export function withoutCancelled(body: unknown): unknown {
+  if (!Array.isArray(body) || body.length < 2) return body;
+  const cancelled = new Set<unknown>();
+  for (const message of body) {
+    if (message?.method !== "notifications/cancelled" || "id" in message) continue;
+    const id: unknown = message.params?.requestId;
+    if (typeof id === "string" || typeof id === "number") cancelled.add(id);
+  }
+  if (cancelled.size === 0) return body;
+  return body.filter(
+    (message) => !(message?.method !== undefined && "id" in message && cancelled.has(message.id)),
+  );
+}
+
 const isClientError = (error: unknown): error is { status: number } => {
   const status = (error as { status?: unknown } | null)?.status;
   return typeof status === "number" && status >= 400 && status < 500;

@@ -1,10 +1,8 @@
-import { ProtocolError, type Server } from "@modelcontextprotocol/server";
+import { ResourceNotFoundError, type Server } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { ServerDeps } from "../tools/define.js";
 import { LIST_PARAMS } from "./list-params.js";
 import { onRequest } from "./protocol-error.js";
-
-const RESOURCE_NOT_FOUND = -32002;
 
 export const STORES_URI = "korral://stores";
 
@@ -21,14 +19,13 @@ const STORES_RESOURCE = {
 export const RESOURCE_LIST = { resources: [STORES_RESOURCE] };
 export const RESOURCE_TEMPLATE_LIST = { resourceTemplates: [] };
 
-/** resources/read, for both protocol eras: the live store directory, or ProtocolError -32002. */
+/**
+ * resources/read, for both protocol eras: the live store directory, or the SDK's resource-not-found
+ * error (-32602 with the uri, as the SDK v2 answers it in every revision).
+ */
 export async function readResource(deps: ServerDeps, uri: string) {
   if (uri !== STORES_URI) {
-    // -32002 is the spec's "resource not found".
-    throw new ProtocolError(
-      RESOURCE_NOT_FOUND,
-      `Unknown resource ${uri}. Available: ${STORES_URI}`,
-    );
+    throw new ResourceNotFoundError(uri, `Unknown resource ${uri}. Available: ${STORES_URI}`);
   }
   const stores = await deps.storelink.listStores();
   return {

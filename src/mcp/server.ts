@@ -111,9 +111,18 @@ function roundsOf(
   };
 }
 
+/**
+ * tools/call params. The arguments are checked for being an object and passed on as they came
+ * (a parsed record would be rebuilt by assignment, losing an own `__proto__` key the trace keeps).
+ */
 const CALL_PARAMS = z.looseObject({
   name: z.string(),
-  arguments: z.record(z.string(), z.unknown()).optional(),
+  arguments: z
+    .custom<Record<string, unknown>>(
+      (value) => value !== null && typeof value === "object" && !Array.isArray(value),
+      "expected an object",
+    )
+    .optional(),
 });
 
 /**

@@ -3,9 +3,11 @@ import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 
 /**
- * The folders of src/ are layers, and imports point one way: entries -> transports -> server ->
- * tools -> policy -> limits / storelink / keys / logging (limits above logging). This reads every import of src/ (type-only
- * imports too: they are coupling all the same) and holds the rules below.
+ * The folders of src/ are layers, and imports point one way: entries -> transports (http/, stdio/)
+ * -> the server factory (mcp/server.ts) -> deps.ts -> the call path (mcp/call-tool.ts) -> tools ->
+ * policy -> limits / storelink / keys / logging. This reads every import of src/ (type-only
+ * imports too: they are coupling all the same) and holds exactly the rules docs/architecture.md
+ * lists.
  */
 const SRC = join(import.meta.dirname, "../../src");
 const files = (readdirSync(SRC, { recursive: true }) as string[])
@@ -26,24 +28,24 @@ const layerOf = (file: string): string =>
 
 const ENTRIES = ["stdio", "http", "storelink-emulator"];
 /** The transports' folders share their entries' names: `http/` and `stdio/`. */
-const ABOVE_SERVER = [...ENTRIES, "deps"];
+const ABOVE_TOOLS = ["mcp", "lifecycle", "deps", ...ENTRIES];
 /** What each layer may never import. */
 const NEVER: Record<string, string[]> = {
-  storelink: ["tools", "policy", "mcp", "server", "lifecycle", "limits", ...ABOVE_SERVER],
-  keys: ["tools", "policy", "mcp", "server", "lifecycle", "storelink", "limits", ...ABOVE_SERVER],
-  logging: ["tools", "policy", "mcp", "server", "lifecycle", "keys", "limits", ...ABOVE_SERVER],
-  limits: ["tools", "policy", "mcp", "server", "lifecycle", "storelink", "keys", ...ABOVE_SERVER],
-  policy: ["tools", "mcp", "server", "lifecycle", ...ABOVE_SERVER],
-  tools: ["mcp", "server", "lifecycle", ...ABOVE_SERVER],
-  lifecycle: ["tools", "mcp", "server", ...ABOVE_SERVER],
+  storelink: ["tools", "policy", "limits", "errors", ...ABOVE_TOOLS],
+  keys: ["tools", "policy", "storelink", "limits", "errors", ...ABOVE_TOOLS],
+  logging: ["tools", "policy", "keys", "limits", "storelink", "errors", ...ABOVE_TOOLS],
+  limits: ["tools", "policy", "storelink", "keys", "errors", ...ABOVE_TOOLS],
+  errors: ["tools", "policy", ...ABOVE_TOOLS],
+  policy: ["tools", ...ABOVE_TOOLS],
+  tools: ABOVE_TOOLS,
+  lifecycle: ["tools", "mcp", "deps", ...ENTRIES],
+  deps: ["mcp", ...ENTRIES],
   mcp: ENTRIES,
-  server: ENTRIES,
-  deps: ENTRIES,
 };
 
 describe("src/ layers", () => {
   it("reads the imports of every module", () => {
-    expect(graph.get("server.ts")).toContain("deps.ts");
+    expect(graph.get("mcp/server.ts")).toContain("deps.ts");
     expect(files.length).toBeGreaterThan(40);
   });
 
@@ -59,6 +61,15 @@ describe("src/ layers", () => {
       .flatMap(([file, imports]) =>
         imports.filter((t) => NEVER[layer]?.includes(layerOf(t))).map((t) => `${file} -> ${t}`),
       );
+    expect(wrong).toEqual([]);
+  });
+
+  it("the call path sits below the server factory: only the transports build a server", () => {
+    const wrong = [...graph].flatMap(([file, imports]) =>
+      imports
+        .filter((t) => t === "mcp/server.ts" && !["http", "stdio"].includes(layerOf(file)))
+        .map((t) => `${file} -> ${t}`),
+    );
     expect(wrong).toEqual([]);
   });
 

@@ -114,12 +114,14 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     }
   });
 
-  it("reads the era per line: a 2026 call after a 2025 initialize is still asked", async () => {
+  it("the opening exchange pins the era: after a 2025 initialize every line is served as 2025", async () => {
     const { ws, server } = await stdio();
     const call = toolCall(2, "create_replenishment_order", ORDER);
     const frames = [
       initialize(1),
       { jsonrpc: "2.0", method: "notifications/initialized" },
+      // A 2026-07-28 envelope on a 2025 connection: the connection's client declared no
+      // elicitation in its initialize, so it is not asked, and the audit says so.
       { ...call, params: { ...call.params, _meta: envelope({ elicitation: {} }) } },
       { jsonrpc: "2.0", id: 3, method: "tools/list" },
     ];
@@ -128,10 +130,25 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
     expect(await server.exit).toBe(0);
     const byId = new Map(stdoutMessages(server).map((m) => [m.id, m]));
     expect(byId.get(1).result.protocolVersion).toBe("2025-06-18");
-    expect(byId.get(2).result.resultType).toBe("input_required");
-    // The 2025 line after it is answered by the 2025 server (no resultType on that era).
+    expect(byId.get(2).result.resultType).toBeUndefined();
+    expect(byId.get(2).result.structuredContent.order_id).toBe("RPL-47-001");
     expect(byId.get(3).result.tools).toHaveLength(TOOL_NAMES.length);
     expect(byId.get(3).result.resultType).toBeUndefined();
+    expect(await auditLines(ws.logDir)).toEqual([expect.stringContaining("confirmed=agent")]);
+  });
+
+  it("the opening exchange pins the era: after a 2026-07-28 request a 2025 initialize is refused", async () => {
+    const { ws, server } = await stdio();
+    const frames = [
+      { jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: envelope({}) } },
+      initialize(2),
+    ];
+    server.child.stdin?.write(`${frames.map((f) => JSON.stringify(f)).join("\n")}\n`);
+    server.child.stdin?.end();
+    expect(await server.exit).toBe(0);
+    const byId = new Map(stdoutMessages(server).map((m) => [m.id, m]));
+    expect(byId.get(1).result.resultType).toBe("complete");
+    expect(byId.get(2).error.message).toMatch(/protocol version/i);
     expect(await auditLines(ws.logDir)).toEqual([]);
   });
 

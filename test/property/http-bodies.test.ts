@@ -314,7 +314,7 @@ describe("raw HTTP bodies: property-based, against createApp", () => {
         const requestIds = batch.flatMap((m) => (m.kind === "request" ? [m.id] : []));
         const repeated = new Set(requestIds).size < requestIds.length;
         const cancelled = new Set(
-          batch.flatMap((m) => (m.kind === "cancel" && m.id ? [m.id] : [])),
+          batch.flatMap((m) => (m.kind === "cancel" ? [m.id] : [])),
         );
         const { status, messages } = await postAndCheck(JSON.stringify(batch.map((m) => m.body)));
         const ids = messages.map((m) => (m as { id?: unknown }).id);

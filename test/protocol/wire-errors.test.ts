@@ -40,7 +40,7 @@ const FAILING: { what: string; method: string; params: Record<string, unknown>; 
     what: "an unknown resource (resources.ts)",
     method: "resources/read",
     params: { uri: "korral://orders" },
-    code: -32002,
+    code: -32602,
   },
   {
     what: "an unknown prompt (prompts.ts)",
@@ -112,7 +112,7 @@ describe("through the SDK client, the prefix appears exactly once", () => {
     ];
     expect(errors.map((e) => e.message.split(":").slice(0, 2).join(":"))).toEqual([
       "MCP error -32602: Unknown tool",
-      "MCP error -32002: Unknown resource korral",
+      "MCP error -32602: Unknown resource korral",
       "MCP error -32602: Unknown prompt delete-everything. Available",
       "MCP error -32602: Invalid tools/call request",
     ]);

@@ -1,7 +1,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ToolError } from "../../src/errors.js";
+import { toToolError } from "../../src/errors.js";
 import { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreLinkClient } from "../../src/storelink/client.js";
 import { HttpStoreLinkClient } from "../../src/storelink/http.js";
@@ -200,9 +200,9 @@ describe("the StoreLink clients refuse hostile ids themselves (defence in depth)
       await call();
       return "answered";
     } catch (error) {
-      if (error instanceof ToolError && error.type === "invalid_arguments") {
-        return `refused: ${error.message}`;
-      }
+      // As a tool reports it (errors.ts): the caller's mistake, never internal.
+      const reported = toToolError(error, "req_test");
+      if (reported.type === "invalid_arguments") return `refused: ${reported.message}`;
       return `failed: ${error instanceof Error ? error.name : String(error)}`;
     }
   }

@@ -87,7 +87,7 @@ describe("in-flight tool calls", () => {
         },
       },
     );
-    void asking.call("create_replenishment_order", ORDER).catch(() => {});
+    const pending = asking.call("create_replenishment_order", ORDER).catch(() => {});
     await until(() => storelink.reached === 1);
     expect(elicited).toEqual([]);
     expect(inflightCalls.abandonAll()).toBe(1);
@@ -102,6 +102,10 @@ describe("in-flight tool calls", () => {
     expect(asking.recorder.traces.at(-1)?.error).toBe(
       "internal: stopped by shutdown before the order was sent",
     );
+    // The abandoned call runs on (this process did not exit): let it finish here, not in the
+    // next test.
+    storelink.open();
+    await pending;
   });
 
   it("a write that already wrote its line (still being synced) gets no second one", async () => {
