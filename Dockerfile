@@ -10,7 +10,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 # tsc, then esbuild rebundles dist/ in place (shared chunks): a shorter cold start.
-COPY scripts/bundle.mjs scripts/lazy-ajv.mjs ./scripts/
+COPY scripts/bundle.mjs ./scripts/
 RUN npm run build
 
 # --- runtime: production dependencies and compiled code only ---

@@ -6,6 +6,9 @@
  * calls, then PASS/FAIL against the targets.
  * Thresholds live here, never in unit tests. Expects `npm run build` to have run.
  * `BENCH_NODE=/path/to/node npm run bench` runs both servers on another node binary.
+ * `BENCH_BASELINE=/path/to/checkout npm run bench` adds that checkout's built service (its own
+ * `npm run build` done) to the same alternated run, cold starts and RSS: a change measured before
+ * and after, side by side, on one machine at one time.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -20,6 +23,7 @@ const quick = process.argv.includes("--quick");
 // what the container runs, when the machine's own node is older).
 const NODE = process.env.BENCH_NODE || process.execPath;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const BASELINE = process.env.BENCH_BASELINE || undefined;
 const REPS = quick ? 1 : 3;
 const DURATION_S = quick ? 1 : 5;
 const CONNECTIONS = quick ? [10] : [10, 50];
@@ -28,7 +32,7 @@ const HEAP_CALLS = quick ? 1_000 : 10_000;
 
 const TARGETS = {
   /** Throughput against bare Express, per era. */
-  ratio: { legacy: 0.6, modern: 0.5 },
+  ratio: { legacy: 0.6, modern: 0.6 },
   p99Factor: 2,
   coldStartMs: 300,
   rssMb: 130,
@@ -90,6 +94,8 @@ const SERVER_ENV = {
   // StoreLink over the network.
   NODE_ENV: "production",
   KORRAL_STORELINK: "embedded",
+  // One instance, counting its own limits (npm run bench:limits measures the shared store).
+  KORRAL_LIMITS: "per-instance",
   // Production requires the confirmation-state key (Secret Manager's on Cloud Run).
   KORRAL_REQUEST_STATE_KEY: "a-bench-request-state-key-of-32-bytes!!",
 };
@@ -102,9 +108,9 @@ interface Running {
 }
 
 /** Spawns a server and resolves once it logs the port it listens on. */
-function start(args: string[], env: Record<string, string> = {}): Promise<Running> {
+function start(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<Running> {
   const child = spawn(NODE, args, {
-    cwd: ROOT,
+    cwd,
     env: { ...SERVER_ENV, ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -171,10 +177,10 @@ async function load(port: number, connections: number, duration: number, era: Er
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
 }
 
-async function coldStart(args: string[]): Promise<number> {
+async function coldStart(args: string[], cwd = ROOT): Promise<number> {
   const began = performance.now();
   const child = spawn(NODE, args, {
-    cwd: ROOT,
+    cwd,
     env: { ...SERVER_ENV, BENCH_BODY_FILE: join(tmp, "body-legacy.json") },
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -265,6 +271,7 @@ async function main(): Promise<void> {
   await stop(probe);
 
   const mcp = await start(MCP);
+  const before = BASELINE === undefined ? undefined : await start(MCP, {}, BASELINE);
   const bare = {
     legacy: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-legacy.json") }),
     modern: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-modern.json") }),
@@ -273,23 +280,29 @@ async function main(): Promise<void> {
   for (const era of Object.keys(ERAS) as Era[]) {
     await load(mcp.port, 10, 1, era);
     await load(bare[era].port, 10, 1, era);
+    if (before) await load(before.port, 10, 1, era);
   }
 
   type Sample = Awaited<ReturnType<typeof load>>;
   const key = (era: Era, c: number) => `${era} ${c}`;
-  const runs = new Map<string, { mcp: Sample[]; bare: Sample[] }>();
+  const runs = new Map<string, { mcp: Sample[]; bare: Sample[]; before: Sample[] }>();
   for (const era of Object.keys(ERAS) as Era[]) {
-    for (const c of CONNECTIONS) runs.set(key(era, c), { mcp: [], bare: [] });
+    for (const c of CONNECTIONS) runs.set(key(era, c), { mcp: [], bare: [], before: [] });
   }
+  const portOf = (which: "mcp" | "bare" | "before", era: Era): number =>
+    which === "mcp" ? mcp.port : which === "bare" ? bare[era].port : (before?.port ?? 0);
   for (let rep = 0; rep < REPS; rep++) {
     for (const c of CONNECTIONS) {
       for (const era of Object.keys(ERAS) as Era[]) {
         const slot = runs.get(key(era, c));
         if (!slot) continue;
         // Alternate which goes first: other work on the machine drifts over time.
-        const order = rep % 2 === 0 ? (["mcp", "bare"] as const) : (["bare", "mcp"] as const);
+        const contenders = before
+          ? (["mcp", "bare", "before"] as const)
+          : (["mcp", "bare"] as const);
+        const order = rep % 2 === 0 ? [...contenders] : [...contenders].reverse();
         for (const which of order) {
-          const r = await load(which === "mcp" ? mcp.port : bare[era].port, c, DURATION_S, era);
+          const r = await load(portOf(which, era), c, DURATION_S, era);
           slot[which].push(r);
           process.stderr.write(
             `rep ${rep + 1} ${ERAS[era].label} c=${c} ${which}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99}\n`,
@@ -300,15 +313,19 @@ async function main(): Promise<void> {
   }
   const rss = rssMb(mcp.child.pid ?? 0);
   const bareRss = rssMb(bare.legacy.child.pid ?? 0);
+  const beforeRss = before ? rssMb(before.child.pid ?? 0) : Number.NaN;
+  if (before) await stop(before);
   await stop(mcp);
   await stop(bare.legacy);
   await stop(bare.modern);
 
   const colds: number[] = [];
   const bareColds: number[] = [];
+  const beforeColds: number[] = [];
   for (let i = 0; i < COLD_STARTS; i++) {
     colds.push(await coldStart(MCP));
     bareColds.push(await coldStart(EXPRESS));
+    if (BASELINE) beforeColds.push(await coldStart(MCP, BASELINE));
   }
   const heap = await heapGrowth();
 
@@ -361,6 +378,24 @@ async function main(): Promise<void> {
         );
       }
     }
+  }
+  if (before) {
+    lines.push(`\nbefore (${BASELINE}) and after, same run:`);
+    lines.push("era | conns | before req/s | after req/s | before ratio | after ratio");
+    for (const era of Object.keys(ERAS) as Era[]) {
+      for (const c of CONNECTIONS) {
+        const slot = runs.get(key(era, c));
+        if (!slot) continue;
+        const rps = (samples: Sample[]) => median(samples.map((r) => r.rps));
+        const b = rps(slot.bare);
+        lines.push(
+          `${ERAS[era].label} | ${c} | ${fmt(rps(slot.before))} | ${fmt(rps(slot.mcp))} | ${fmt(rps(slot.before) / b, 2)}x | ${fmt(rps(slot.mcp) / b, 2)}x`,
+        );
+      }
+    }
+    lines.push(
+      `cold start: before ${fmt(median(beforeColds))} ms, after ${fmt(median(colds))} ms; RSS after load: before ${fmt(beforeRss, 1)} MB, after ${fmt(rss, 1)} MB`,
+    );
   }
   const cold = median(colds);
   lines.push(

@@ -5,27 +5,13 @@
 // (docs/performance.md). Kept external: packages that read files relative to their own install
 // directory at run time (gRPC protos, pino's worker transports), and iconv-lite, whose code-page
 // tables body-parser needs only for non-UTF-8 bodies: from node_modules they stay behind lazy
-// require() calls instead of being compiled into the Express chunk at every start. Ajv is left out too: the SDK's
-// provider is swapped for scripts/lazy-ajv.mjs, which loads it on first use.
+// require() calls instead of being compiled into the Express chunk at every start.
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const dist = fileURLToPath(new URL("../dist", import.meta.url));
 
-/** The SDK's Ajv provider, wherever it is imported from, becomes scripts/lazy-ajv.mjs. */
-const lazyAjv = {
-  name: "lazy-ajv",
-  setup(build) {
-    const stub = fileURLToPath(new URL("./lazy-ajv.mjs", import.meta.url));
-    build.onResolve({ filter: /^@modelcontextprotocol\/sdk\/validation\/ajv$/ }, () => ({
-      path: stub,
-    }));
-    build.onResolve({ filter: /\/validation\/ajv-provider\.js$/ }, (args) =>
-      args.importer.includes("@modelcontextprotocol/sdk") ? { path: stub } : undefined,
-    );
-  },
-};
 // Chunks sit in dist/ itself, beside the files compiled from src/*.ts, so module-relative paths
 // in those files (config.ts: `new URL("../keys.json", import.meta.url)`) keep resolving to the
 // project root wherever the bundler places the code. (A src/ subdirectory module must not use
@@ -64,7 +50,6 @@ await build({
     js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",
   },
   logLevel: "warning",
-  plugins: [lazyAjv],
 });
 
 // An executable entry imported by another module would have its code moved into a shared chunk,

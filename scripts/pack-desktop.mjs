@@ -28,13 +28,12 @@ const output = resolve(process.argv[2] ?? join(root, "korral-storelink.mcpb"));
 
 /**
  * What dist/ loads from node_modules when run as dist/stdio.js. bundle.mjs keeps these
- * external: pino (and its worker transports) always, and the SDK for its Ajv validator, loaded
- * on first use (elicitation answers, scripts/lazy-ajv.mjs). Left out on purpose:
+ * external: pino (and its worker transports); the MCP SDK is bundled. Left out on purpose:
  * @google-cloud/secret-manager, most of the production install by size, which dist/ imports only
  * when KORRAL_KEY_SOURCE=secret-manager (a Cloud Run setting the manifest never makes), and
  * iconv-lite, which only Express's body parser (dist/http.js) loads.
  */
-const RUNTIME_DEPENDENCIES = ["pino", "@modelcontextprotocol/sdk"];
+const RUNTIME_DEPENDENCIES = ["pino"];
 
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 const manifest = JSON.parse(readFileSync(join(root, "manifest.json"), "utf8"));

@@ -7,7 +7,7 @@ import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
 import { callTool } from "../mcp/call-tool.js";
-import { type Era, SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
+import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import type { ServerDeps } from "../tools/define.js";
 import {
   bodyRefusals,
@@ -83,9 +83,13 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   };
   const fastReads = options.fastReads !== false;
   /** A plain read (fast-reads.ts): the tool's answer in the SDK's shape for its era. */
-  const serveFastRead = (req: Request, res: Response, read: FastRead, era: Era, auth: AuthInfo) => {
+  const serveFastRead = (req: Request, res: Response, read: FastRead, auth: AuthInfo) => {
     const abort = new AbortController();
-    res.once("close", () => abort.abort());
+    // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
+    // every request.
+    res.once("close", () => {
+      if (!res.writableFinished) abort.abort();
+    });
     callTool(deps, read.name, read.args, {
       signal: abort.signal,
       caller: auth.clientId,
@@ -93,7 +97,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     }).then(
       (result) => {
         if (res.destroyed) return;
-        endWithJson(res, 200, fastReadAnswer(read.id, result, era));
+        endWithJson(res, 200, fastReadAnswer(read.id, result, read.era));
       },
       (error: unknown) => failed(res, error),
     );
@@ -116,15 +120,19 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     // The caller keys the rate limit and binds confirmation state; the raw token is
     // deliberately not carried along.
     const traceFields = traceFieldsOf(req.headers);
-    const auth: AuthInfo = { token: "", clientId: callerOf(req), scopes: [], extra: { traceFields } };
-    const era = eraOf(body, req.headers);
-    const read = fastReads ? fastReadOf(body, req.headers, era) : undefined;
+    const auth: AuthInfo = {
+      token: "",
+      clientId: callerOf(req),
+      scopes: [],
+      extra: { traceFields },
+    };
+    const read = fastReads ? fastReadOf(body, req.headers) : undefined;
     if (read) {
-      serveFastRead(req, res, read, era, auth);
+      serveFastRead(req, res, read, auth);
       return;
     }
-    handle(req, res, { body, era, authInfo: auth }).catch((error: unknown) =>
-      failed(res, error),
+    handle(req, res, { body, era: eraOf(body, req.headers), authInfo: auth }).catch(
+      (error: unknown) => failed(res, error),
     );
   });
 

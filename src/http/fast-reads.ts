@@ -10,11 +10,13 @@ import {
 } from "@modelcontextprotocol/server";
 import { type Era, SERVER_INFO } from "../mcp/server.js";
 import { TOOLS } from "../tools/index.js";
+import { eraOf } from "./era.js";
 
 /**
  * The hot request of both eras, answered without the SDK's per-request machinery (what that
- * buys: docs/performance.md): a `tools/call` of a read-only tool, in the era the SDK's classifier
- * gave it, valid in every respect the SDK checks. This only recognises that request; anything
+ * buys: docs/performance.md): a `tools/call` of a read-only tool, valid in every respect the SDK
+ * checks, in its era: a 2025 one carries no envelope and no 2026-07-28 header (so the SDK's
+ * classifier could only say 2025), a 2026-07-28 one is confirmed by that classifier. This only recognises that request; anything
  * else (the write, whose confirmation needs the SDK's input_required handling, any other method,
  * any header, envelope or params that is not exactly the plain form, a batch) goes to the SDK,
  * which owns every error answer and every other shape.
@@ -33,8 +35,9 @@ const ENVELOPE_KEYS = new Set([
   CLIENT_CAPABILITIES_META_KEY,
 ]);
 
-/** A read the fast path answers: its JSON-RPC id, tool name and arguments. */
+/** A read the fast path answers: its era, JSON-RPC id, tool name and arguments. */
 export interface FastRead {
+  era: Era;
   id: string | number;
   name: string;
   args: Record<string, unknown> | undefined;
@@ -47,15 +50,8 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
 const LEGACY_REVISIONS = new Set(SUPPORTED_PROTOCOL_VERSIONS.filter((v) => v < REVISION));
 const REQUEST_KEYS = new Set(["jsonrpc", "id", "method", "params"]);
 
-/**
- * The read in `body` if the fast path may answer it, else undefined. `era` is the SDK
- * classifier's verdict on the request (for a modern one, the envelope is then well formed).
- */
-export function fastReadOf(
-  body: unknown,
-  headers: IncomingHttpHeaders,
-  era: Era,
-): FastRead | undefined {
+/** The read in `body` if the fast path may answer it, else undefined. */
+export function fastReadOf(body: unknown, headers: IncomingHttpHeaders): FastRead | undefined {
   if (!isPlainObject(body) || body.jsonrpc !== "2.0" || body.method !== "tools/call") return;
   for (const key in body) if (!REQUEST_KEYS.has(key)) return;
   const { id, params } = body;
@@ -68,7 +64,7 @@ export function fastReadOf(
   const accept = headers.accept;
   if (!accept?.includes("application/json")) return;
   for (const header in headers) if (header.startsWith("mcp-param-")) return;
-  if (era === "legacy") {
+  if (meta === undefined) {
     // The 2025 transport requires both types in Accept (406 otherwise).
     if (!accept.includes("text/event-stream")) return;
     // No envelope, no MCP headers but a 2025 revision: the plain 2025 stateless call.
@@ -78,7 +74,7 @@ export function fastReadOf(
       return;
     }
     if (headers["mcp-method"] !== undefined || headers["mcp-name"] !== undefined) return;
-    return { id, name, args };
+    return { era: "legacy", id, name, args };
   }
   for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return;
   if (!isPlainObject(meta) || meta[PROTOCOL_VERSION_META_KEY] !== REVISION) return;
@@ -90,7 +86,8 @@ export function fastReadOf(
   // The standard headers present and equal to the body.
   if (headers["mcp-protocol-version"] !== REVISION) return;
   if (headers["mcp-method"] !== "tools/call" || headers["mcp-name"] !== name) return;
-  return { id, name, args };
+  if (eraOf(body, headers) !== "modern") return;
+  return { era: "modern", id, name, args };
 }
 
 /** The JSON-RPC answer to a fast read, shaped as the SDK shapes a result of `era`. */

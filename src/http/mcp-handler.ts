@@ -65,7 +65,11 @@ export function mcpHttpHandler(deps: ComposedDeps) {
     { body, era, authInfo }: { body: unknown; era: Era; authInfo: AuthInfo },
   ): Promise<void> => {
     const abort = new AbortController();
-    res.once("close", () => abort.abort());
+    // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
+    // every request.
+    res.once("close", () => {
+      if (!res.writableFinished) abort.abort();
+    });
     const headers = new Headers();
     for (const name of FORWARDED_HEADERS) {
       const value = req.headers[name];

@@ -41,6 +41,7 @@ export class ApiKey {
       encodeURIComponent(this.#value),
       Buffer.from(this.#value).toString("base64"),
     ].filter((form, i, all) => form.length >= 4 && all.indexOf(form) === i);
+    // Returns `v` itself when it holds no copy (the usual answer): nothing is rebuilt then.
     const clean = (v: unknown, depth: number): unknown => {
       if (typeof v === "string") {
         let text = v;
@@ -49,14 +50,17 @@ export class ApiKey {
         return text;
       }
       if (depth > 32 || typeof v !== "object" || v === null) return v;
-      if (Array.isArray(v)) return v.map((item) => clean(item, depth + 1));
+      if (Array.isArray(v)) {
+        const items = v.map((item) => clean(item, depth + 1));
+        return items.some((item, i) => item !== v[i]) ? items : v;
+      }
       if (Object.getPrototypeOf(v) !== Object.prototype) return v;
-      return Object.fromEntries(
-        Object.entries(v as Record<string, unknown>).map(([k, item]) => [
-          k,
-          clean(item, depth + 1),
-        ]),
-      );
+      const entries = Object.entries(v as Record<string, unknown>);
+      const cleaned = entries.map(([k, item]) => [k, clean(item, depth + 1)] as const);
+      // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
+      return cleaned.some(([, item], i) => item !== entries[i]?.[1])
+        ? Object.fromEntries(cleaned)
+        : v;
     };
     return clean(value, 0) as T;
   }

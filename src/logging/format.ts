@@ -39,27 +39,44 @@ export function redactTrace(record: TraceRecord): TraceRecord {
   };
 }
 
+type Cut = (text: string) => string;
+
+/**
+ * How each field of an audit record is written. Typed over every key of AuditRecord, so a field
+ * added there without a rule here is a compile error, never a field silently dropped or written
+ * unredacted. The order is the structured line's.
+ */
+const AUDIT_FIELDS: {
+  [K in keyof Required<AuditRecord>]: (record: AuditRecord, cut: Cut) => AuditRecord[K] | undefined;
+} = {
+  ts: (r) => String(r.ts),
+  outcome: (r) => r.outcome,
+  order_id: (r, cut) => textOrNull(r.order_id, cut),
+  store_id: (r, cut) => textOrNull(r.store_id, cut),
+  sku: (r, cut) => textOrNull(r.sku, cut),
+  quantity: (r) => (typeof r.quantity === "number" ? r.quantity : null),
+  request_id: (r, cut) => cut(String(r.request_id)),
+  reason: (r, cut) => textOrNull(r.reason, cut),
+  detail: (r, cut) => (typeof r.detail === "string" ? cut(r.detail) : undefined),
+  confirmed: (r) => (r.confirmed === "buyer" || r.confirmed === "agent" ? r.confirmed : undefined),
+};
+const AUDIT_KEYS = Object.keys(AUDIT_FIELDS) as (keyof AuditRecord)[];
+
+const textOrNull = (value: unknown, cut: Cut): string | null =>
+  typeof value === "string" ? cut(value) : null;
+
 /**
  * The audit record as it is written: every free-text field stripped of credential shapes, and
  * for a REJECTED line (unvalidated input) capped to FAILED_LIMITS.text characters each.
  */
 export function redactAudit(record: AuditRecord): AuditRecord {
   const cut = record.outcome === "REJECTED" ? capText : redactText;
-  const text = (value: unknown): string | null => (typeof value === "string" ? cut(value) : null);
-  return {
-    ts: String(record.ts),
-    outcome: record.outcome,
-    order_id: text(record.order_id),
-    store_id: text(record.store_id),
-    sku: text(record.sku),
-    quantity: typeof record.quantity === "number" ? record.quantity : null,
-    request_id: cut(String(record.request_id)),
-    reason: text(record.reason),
-    ...(typeof record.detail === "string" ? { detail: cut(record.detail) } : {}),
-    ...(record.confirmed === "buyer" || record.confirmed === "agent"
-      ? { confirmed: record.confirmed }
-      : {}),
-  };
+  const written: Partial<Record<keyof AuditRecord, unknown>> = {};
+  for (const key of AUDIT_KEYS) {
+    const value = AUDIT_FIELDS[key](record, cut);
+    if (value !== undefined) written[key] = value;
+  }
+  return written as AuditRecord;
 }
 
 /** One line of trace.jsonl (no newline). Input is redacted here. */

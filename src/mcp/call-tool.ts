@@ -131,7 +131,14 @@ export async function callTool(
       asking = true;
       result = thrown.result;
       onUnanswered?.(async () => {
-        const settled = failedCall(await thrown.unanswered(), requestId, name, tool, args, traceFields);
+        const settled = failedCall(
+          await thrown.unanswered(),
+          requestId,
+          name,
+          tool,
+          args,
+          traceFields,
+        );
         traceAs(settled.storeId, settled.error);
         return settled.result;
       });

@@ -72,7 +72,10 @@ export function getPrompt(params: {
   }
   const product = params.arguments?.product;
   if (!product?.trim()) {
-    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'Missing required argument "product".');
+    throw new ProtocolError(
+      ProtocolErrorCode.InvalidParams,
+      'Missing required argument "product".',
+    );
   }
   return {
     description: PROMPT.description,

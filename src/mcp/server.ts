@@ -1,7 +1,7 @@
 import {
   type CacheHint,
-  CLIENT_CAPABILITIES_META_KEY,
   type CallToolResult,
+  CLIENT_CAPABILITIES_META_KEY,
   type ClientCapabilities,
   type RequestId,
   Server,

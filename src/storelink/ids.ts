@@ -1,4 +1,3 @@
-
 /**
  * The one rule for ids that name a StoreLink resource (store_id, sku, order_id): the tool schemas
  * (tools/common.ts) and both StoreLink clients check it. Ids become URL path segments, and

@@ -277,7 +277,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     for (const dev of ["typescript", "vitest", "tsx", "@biomejs/biome", "supertest"]) {
       expect(existsSync(join(modules, dev)), dev).toBe(false);
     }
-    expect(existsSync(join(modules, "@modelcontextprotocol/sdk"))).toBe(true);
+    // The SDK v1 is a test client only: the service never loads it.
+    expect(existsSync(join(modules, "@modelcontextprotocol/sdk"))).toBe(false);
   });
 
   it.runIf(dropPrivileges)("runs as a non-root user that cannot write its own code", async () => {

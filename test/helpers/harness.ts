@@ -10,8 +10,8 @@ import {
 import { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreKeyProvider } from "../../src/keys/provider.js";
 import type { AuditRecord, CallRecorder, TraceRecord } from "../../src/logging/records.js";
-import { OrderCap } from "../../src/policy/order-cap.js";
 import { createServer } from "../../src/mcp/server.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import type { ServerDeps } from "../../src/tools/define.js";

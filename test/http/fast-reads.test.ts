@@ -2,7 +2,6 @@ import fc from "fast-check";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/http/app.js";
-import { eraOf } from "../../src/http/era.js";
 import { fastReadOf } from "../../src/http/fast-reads.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
@@ -199,7 +198,10 @@ const LEGACY_CASES: [string, Case][] = [
     "JSON only in Accept",
     { name: "lookup_sku", args: { query: "x" }, headers: { accept: "application/json" } },
   ],
-  ["no Content-Type", { name: "lookup_sku", args: { query: "x" }, headers: { "content-type": "" } }],
+  [
+    "no Content-Type",
+    { name: "lookup_sku", args: { query: "x" }, headers: { "content-type": "" } },
+  ],
   ["a progress token", { name: "lookup_sku", args: { query: "x" }, meta: { progressToken: 1 } }],
   ["an unknown tool", { name: "no_such_tool", args: {} }],
   ["array arguments", { name: "lookup_sku", args: [1] }],
@@ -214,11 +216,7 @@ const LEGACY_FAST = new Set(
   ).map(([name]) => name),
 );
 
-async function send(
-  target: ReturnType<typeof app>["app"],
-  c: Case,
-  shape: Shape = requestOf,
-) {
+async function send(target: ReturnType<typeof app>["app"], c: Case, shape: Shape = requestOf) {
   const { headers, body } = shape(c);
   const res = await request(target).post("/mcp").set(headers).send(JSON.stringify(body));
   return {
@@ -238,7 +236,7 @@ const FAST = new Set(
 
 const takes = (shape: Shape, c: Case): boolean => {
   const { headers, body } = shape(c);
-  return fastReadOf(body, headers, eraOf(body, headers)) !== undefined;
+  return fastReadOf(body, headers) !== undefined;
 };
 
 describe("which requests the fast path takes", () => {
@@ -340,6 +338,49 @@ describe("fast reads against the SDK's path, on generated requests", () => {
       fc.constant("application/json"),
     ),
   });
+
+  const legacyHeaders = fc.record({
+    "mcp-protocol-version": fc.constantFrom("", "2025-06-18", "2025-03-26", "2026-07-28", "x"),
+    "mcp-method": fc.constantFrom("", "tools/call"),
+    accept: fc.constantFrom("application/json, text/event-stream", "application/json", ""),
+    "content-type": fc.constantFrom("application/json", "text/plain"),
+  });
+  const legacyParamsExtra = fc.oneof(
+    fc.constant({}),
+    fc.constant({ _meta: { progressToken: 1 } }),
+    fc.constant({ _meta: null }),
+    fc.constant({ extra: true }),
+  );
+
+  it("answers and traces every generated 2025 read as the SDK's path does", async () => {
+    await fc.assert(
+      fc.asyncProperty(call, id, legacyHeaders, legacyParamsExtra, async (c, i, h, extra) => {
+        const fast = app(true);
+        const reference = app(false);
+        const headerSet: Record<string, string> = { ...h };
+        for (const [k, v] of Object.entries(headerSet)) if (v === "") delete headerSet[k];
+        const params = {
+          name: c.name,
+          ...(c.args === undefined ? {} : { arguments: c.args }),
+          ...extra,
+        };
+        const text = JSON.stringify({ jsonrpc: "2.0", id: i, method: "tools/call", params });
+        const answer = async (target: ReturnType<typeof app>["app"]) => {
+          const res = await request(target).post("/mcp").set(headerSet).send(text);
+          return {
+            status: res.status,
+            type: res.headers["content-type"],
+            body: res.text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g, "<time>"),
+          };
+        };
+        expect(await answer(fast.app)).toEqual(await answer(reference.app));
+        expect(fast.recorder.traces.map((t) => [t.tool, t.status, t.error])).toEqual(
+          reference.recorder.traces.map((t) => [t.tool, t.status, t.error]),
+        );
+      }),
+      RUNS,
+    );
+  }, 120_000);
 
   it("answers and traces every generated read as the SDK's path does", async () => {
     await fc.assert(

@@ -4,6 +4,7 @@ import { defaultDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 
 const HERO = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 
@@ -38,6 +39,35 @@ describe("write safety over stateless HTTP", () => {
       replayed: false,
     });
     expect(recorder.audits.map((a) => a.outcome)).toEqual(["CREATED"]);
+  });
+
+  it("never asks in one POST either: an initialize batched with the write is refused whole", async () => {
+    const recorder = new MemoryRecorder();
+    const app = createApp(
+      defaultDeps({ keys: new MapKeyProvider(), recorder, confirmWrites: true }),
+    );
+    const res = await request(app)
+      .post("/mcp")
+      .set(MCP_HEADERS)
+      .send(
+        JSON.stringify([
+          {
+            jsonrpc: "2.0",
+            id: 1,
+            method: "initialize",
+            params: {
+              protocolVersion: "2025-06-18",
+              capabilities: { elicitation: { form: {} } },
+              clientInfo: { name: "t", version: "1" },
+            },
+          },
+          toolCall(2, "create_replenishment_order", HERO),
+        ]),
+      );
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe(-32600);
+    expect(recorder.audits).toEqual([]);
+    expect(recorder.traces).toEqual([]);
   });
 
   it("under KORRAL_REQUIRE_CONFIRMATION, a 2025 client that declared elicitation is refused with words true of it", async () => {

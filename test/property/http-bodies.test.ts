@@ -313,9 +313,7 @@ describe("raw HTTP bodies: property-based, against createApp", () => {
         const traces = recorder.traces.length;
         const requestIds = batch.flatMap((m) => (m.kind === "request" ? [m.id] : []));
         const repeated = new Set(requestIds).size < requestIds.length;
-        const cancelled = new Set(
-          batch.flatMap((m) => (m.kind === "cancel" ? [m.id] : [])),
-        );
+        const cancelled = new Set(batch.flatMap((m) => (m.kind === "cancel" ? [m.id] : [])));
         const { status, messages } = await postAndCheck(JSON.stringify(batch.map((m) => m.body)));
         const ids = messages.map((m) => (m as { id?: unknown }).id);
         if (repeated) {

@@ -1,5 +1,5 @@
 import type { CallToolResult, ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { type OrderRequest, StoreLinkError } from "../../src/storelink/client.js";
@@ -230,6 +230,30 @@ describe("confirmation by elicitation", () => {
     const h = await start({}, options);
     expect(errorOf(await h.call("create_replenishment_order", HERO)).type).toBe("not_confirmed");
     expect(outcomes(h)).toEqual(["REJECTED -"]);
+  });
+
+  it("a question the client leaves open and then cancels is not a yes: REJECTED, nothing sent", async () => {
+    let askedNow!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      askedNow = resolve;
+    });
+    // The buyer never answers: the client cancels the call while the question is open.
+    const { options } = elicitingClient(() => {
+      askedNow();
+      return new Promise(() => {}) as never;
+    });
+    const h = await start({}, options);
+    const abort = new AbortController();
+    const call = h.client
+      .callTool({ name: "create_replenishment_order", arguments: HERO }, undefined, {
+        signal: abort.signal,
+      })
+      .catch(() => "cancelled");
+    await reached;
+    abort.abort();
+    expect(await call).toBe("cancelled");
+    await vi.waitFor(() => expect(outcomes(h)).toEqual(["REJECTED -"]));
+    expect(h.recorder.audits[0]?.detail).toContain("no answer");
   });
 
   it("does not ask when the switch is off, or for a client without elicitation", async () => {
