@@ -5,6 +5,10 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The ops log goes to a buffer, printed only for a failing test (a green run stays quiet).
     setupFiles: ["test/setup/quiet-ops-log.ts"],
+    // Files share their worker and its module graph (both SDKs, Express, zod and pino load once
+    // per worker, not once per file), and run several at once: many spawn processes and wait.
+    isolate: false,
+    maxWorkers: 4,
     // Spawned-process tests (stdio, shutdown, runtime rehearsal) need room on a 2-core machine.
     testTimeout: 30_000,
     hookTimeout: 60_000,

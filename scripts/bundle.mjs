@@ -1,6 +1,6 @@
-// Second build step (after tsc): rebundles every dist/**/*.js entry in place, with the runtime
-// dependencies pulled into shared chunks. Each dist file keeps its path and exports, and shared
-// code lives in one chunk, so `node dist/http.js` and anything importing dist modules see one
+// The build: every src/**/*.ts module becomes dist/**/*.js (same path, same exports), bundled
+// by esbuild with the runtime dependencies pulled into shared chunks. It does not type-check:
+// `npm run typecheck` does, once, in CI. Shared code lives in one chunk, so `node dist/http.js` and anything importing dist modules see one
 // copy of each class. A start loads a few chunks, never hundreds of small node_modules files
 // (docs/performance.md). Kept external: packages that read files relative to their own install
 // directory at run time (gRPC protos, pino's worker transports), and iconv-lite, whose code-page
@@ -11,22 +11,21 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const dist = fileURLToPath(new URL("../dist", import.meta.url));
+const src = fileURLToPath(new URL("../src", import.meta.url));
 
 // Chunks sit in dist/ itself, beside the files compiled from src/*.ts, so module-relative paths
 // in those files (config.ts: `new URL("../keys.json", import.meta.url)`) keep resolving to the
 // project root wherever the bundler places the code. (A src/ subdirectory module must not use
 // import.meta.url for paths; test/build.test.ts checks the one that does.)
-for (const file of readdirSync(dist)) {
-  if (file.startsWith("chunk-")) rmSync(`${dist}/${file}`);
-}
-const entryPoints = readdirSync(dist, { recursive: true })
-  .filter((file) => file.endsWith(".js") && !file.startsWith("chunk-"))
-  .map((file) => `${dist}/${file}`);
+rmSync(dist, { recursive: true, force: true });
+const entryPoints = readdirSync(src, { recursive: true })
+  .filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
+  .map((file) => `${src}/${file}`);
 
 await build({
   entryPoints,
+  outbase: src,
   outdir: dist,
-  allowOverwrite: true,
   bundle: true,
   splitting: true,
   format: "esm",

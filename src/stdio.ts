@@ -52,9 +52,13 @@ async function main(): Promise<void> {
   // request read is answered, and every tool call (a write above all) finishes and is audited,
   // within the grace period (lifecycle/shutdown.ts).
   let stopping = false;
-  const stop = (): void => {
+  const stop = (cause: string): void => {
     if (stopping) return;
     stopping = true;
+    opsLog.info(
+      { cause },
+      "stopping: no more input is read; the requests already read are answered and their calls finish",
+    );
     // Then the calls: a cancelled request is not answered, but its tool call still runs.
     void finishAndExit(
       transport.whenAnswered().then(() => inflightCalls.whenIdle()),
@@ -68,14 +72,15 @@ async function main(): Promise<void> {
     );
   };
   // "end" of the line reader, not of stdin: it comes after the last line has been dispatched.
-  transport.lines.once("end", stop);
-  const stopReading = (): void => {
-    // A line half read when the signal came is dropped; the requests already read are answered.
-    transport.stopReading();
-    stop();
-  };
+  transport.lines.once("end", () => stop("end of stdin"));
   // A second signal, or a SIGHUP (the terminal closed), only repeats the first: never a kill.
-  for (const signal of STOP_SIGNALS) process.on(signal, stopReading);
+  for (const signal of STOP_SIGNALS) {
+    process.on(signal, () => {
+      // A line half read when the signal came is dropped; the requests already read are answered.
+      transport.stopReading();
+      stop(signal);
+    });
+  }
 }
 
 main().catch((error: unknown) => {

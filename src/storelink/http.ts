@@ -131,14 +131,12 @@ const NOT_SENT_CODES = new Set([
 ]);
 
 /**
- * Connection failures already named in the ops log, so each cause is said once until StoreLink
- * answers again (a missing internal CA is one line, not one per call).
+ * Names a connection failure in the ops log once per cause until this StoreLink answers again
+ * (a missing internal CA is one line, not one per call). `said` is the client's own.
  */
-const saidCauses = new Set<string>();
-
-function sayConnectionFailure(failure: Failure): void {
-  if (saidCauses.has(failure.detail)) return;
-  saidCauses.add(failure.detail);
+function sayConnectionFailure(said: Set<string>, failure: Failure): void {
+  if (said.has(failure.detail)) return;
+  said.add(failure.detail);
   opsLog.warn(
     { cause: failure.detail, sent: failure.sent },
     "StoreLink could not be reached; calls fail until it answers (the cause is its connection's, never a key)",
@@ -168,6 +166,8 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   readonly #fetch: typeof fetch;
   readonly #now: () => number;
   #stores: { at: number; value: Promise<Store[]> } | undefined;
+  /** Connection failures already named in the ops log (see sayConnectionFailure). */
+  readonly #saidCauses = new Set<string>();
 
   constructor(options: HttpStoreLinkOptions) {
     this.#base = options.baseUrl.replace(/\/+$/, "");
@@ -282,11 +282,11 @@ export class HttpStoreLinkClient implements StoreLinkClient {
         redirect: "manual",
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
-      saidCauses.clear();
+      this.#saidCauses.clear();
       return response;
     } catch (error) {
       const failure = classify(error);
-      sayConnectionFailure(failure);
+      sayConnectionFailure(this.#saidCauses, failure);
       throw transportError(mode, failure, ids);
     }
   }

@@ -121,14 +121,7 @@ describe(".dockerignore", () => {
     const included = lines.slice(1);
     for (const line of included) expect(line.startsWith("!")).toBe(true);
     expect(included.map((l) => l.slice(1).replace(/\/$/, "")).sort()).toEqual(
-      [
-        "package-lock.json",
-        "package.json",
-        "scripts/bundle.mjs",
-        "src",
-        "tsconfig.build.json",
-        "tsconfig.json",
-      ].sort(),
+      ["package-lock.json", "package.json", "scripts/bundle.mjs", "src", "tsconfig.json"].sort(),
     );
   });
 

@@ -9,16 +9,16 @@ import { initialize, MCP_HEADERS, modernHeaders, modernMeta, toolCall } from "..
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
- * Every write that reached StoreLink leaves exactly one audit line, even when
- * the process is told to stop. The built processes over the StoreLink emulator (in this process),
- * whose order creation is delayed.
+ * Every write that reached StoreLink leaves exactly one audit line, even when the process is told
+ * to stop. The built processes over the StoreLink emulator (in this process), whose creates are
+ * held: a test lets one finish once the server has said it is stopping, or never.
  */
 
 const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 const { defer, workspace } = undoAfterEach();
 
-async function setUp(delayMs: number, entry: "http.js" | "stdio.js", graceMs: number) {
-  const emulator = await startDelayedEmulator(delayMs);
+async function setUp(delay: 0 | "held", entry: "http.js" | "stdio.js", graceMs: number) {
+  const emulator = await startDelayedEmulator(delay);
   defer(() => emulator.close());
   const ws = await workspace();
   const env = {
@@ -67,6 +67,16 @@ function postCreate(
 
 const writeReached = (storelink: DelayedOrders) => () => storelink.received === 1;
 
+/** Waits for the server's own word that it is stopping (HTTP and stdio both say it once). */
+const stopping = (server: Spawned) =>
+  until(() => /shutting down|"msg":"stopping|stopping: /.test(server.stderr()), "the stop");
+
+/** Lets the held write finish once the server is stopping: the stop must wait for it. */
+async function finishOnceStopping(server: Spawned, storelink: DelayedOrders): Promise<void> {
+  await stopping(server);
+  storelink.release();
+}
+
 /**
  * The client drops its socket once the write is at StoreLink, then SIGTERM: the server exits 0
  * with the one order created and one audit line, which is returned.
@@ -77,8 +87,8 @@ async function leaveMidWriteThenStop(
 ): Promise<string | undefined> {
   await until(writeReached(storelink), "the create to reach StoreLink");
   req.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 100));
   server.child.kill("SIGTERM");
+  await finishOnceStopping(server, storelink);
 
   expect(await server.exit).toBe(0);
   expect(storelink.created).toEqual(["RPL-47-001"]);
@@ -89,14 +99,14 @@ async function leaveMidWriteThenStop(
 
 describe("SIGTERM over HTTP", () => {
   it("waits for a write whose client dropped its socket, audits it CREATED, exits 0", async () => {
-    const run = await setUp(1_500, "http.js", 6_000);
+    const run = await setUp("held", "http.js", 6_000);
     const line = await leaveMidWriteThenStop(run, postCreate(await portOf(run.server)));
     expect(line).toContain("CREATED");
     expect(line).toContain("RPL-47-001");
   });
 
   it("audits a write StoreLink has not answered by the end of the grace UNCERTAIN, then exits 1", async () => {
-    const { storelink, server, auditLines } = await setUp(4_000, "http.js", 500);
+    const { storelink, server, auditLines } = await setUp("held", "http.js", 500);
     postCreate(await portOf(server));
     await until(writeReached(storelink), "the create to reach StoreLink");
     server.child.kill("SIGTERM");
@@ -118,10 +128,12 @@ describe("end of stdin", () => {
   const frames = (...messages: object[]) => messages.map((m) => `${JSON.stringify(m)}\n`).join("");
 
   it("answers the piped create and audits it CREATED before exiting 0", async () => {
-    const { storelink, server, auditLines, traceLines } = await setUp(1_500, "stdio.js", 6_000);
+    const { storelink, server, auditLines, traceLines } = await setUp("held", "stdio.js", 6_000);
     server.child.stdin?.end(
       frames(initialize(1), toolCall(2, "create_replenishment_order", ORDER)),
     );
+    await until(writeReached(storelink), "the create to reach StoreLink");
+    await finishOnceStopping(server, storelink);
 
     expect(await server.exit).toBe(0);
     expect(storelink.created).toEqual(["RPL-47-001"]);
@@ -139,7 +151,7 @@ describe("end of stdin", () => {
   });
 
   it("audits a write still running at the end of the grace UNCERTAIN, then exits 1", async () => {
-    const { storelink, server, auditLines, traceLines } = await setUp(4_000, "stdio.js", 500);
+    const { storelink, server, auditLines, traceLines } = await setUp("held", "stdio.js", 500);
     server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
     await until(writeReached(storelink), "the create to reach StoreLink");
     server.child.stdin?.end();
@@ -156,10 +168,11 @@ describe("end of stdin", () => {
   });
 
   it("SIGTERM on stdio waits for the running write too", async () => {
-    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    const { storelink, server, auditLines } = await setUp("held", "stdio.js", 6_000);
     server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
     await until(writeReached(storelink), "the create to reach StoreLink");
     server.child.kill("SIGTERM");
+    await finishOnceStopping(server, storelink);
 
     expect(await server.exit).toBe(0);
     expect(auditLines()).toHaveLength(1);
@@ -168,12 +181,13 @@ describe("end of stdin", () => {
   });
 
   it("a client that closed stdout too: the write still finishes and is audited, exit 0", async () => {
-    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    const { storelink, server, auditLines } = await setUp("held", "stdio.js", 6_000);
     server.child.stdin?.write(frames(toolCall(2, "create_replenishment_order", ORDER)));
     await until(writeReached(storelink), "the create to reach StoreLink");
     // The answer will meet a closed pipe (EPIPE), which must not kill the process mid-write.
     server.child.stdout?.destroy();
     server.child.stdin?.end();
+    await finishOnceStopping(server, storelink);
 
     expect(await server.exit).toBe(0);
     expect(auditLines()).toHaveLength(1);
@@ -228,7 +242,7 @@ describe("kill -9 while the order is at StoreLink", () => {
   it.each(["stdio.js", "http.js"] as const)(
     "%s: no line at the kill; the next start on the same log directory audits it UNCERTAIN, once",
     async (entry) => {
-      const { storelink, server, auditLines, env } = await setUp(4_000, entry, 6_000);
+      const { storelink, server, auditLines, env } = await setUp("held", entry, 6_000);
       if (entry === "http.js") postCreate(await portOf(server));
       else {
         server.child.stdin?.write(
@@ -272,7 +286,7 @@ describe("more signals during the drain", () => {
   ] as const)(
     "%s, %j: the running write still finishes and is audited CREATED",
     async (entry, signals) => {
-      const { storelink, server, auditLines } = await setUp(1_500, entry, 6_000);
+      const { storelink, server, auditLines } = await setUp("held", entry, 6_000);
       if (entry === "http.js") postCreate(await portOf(server));
       else {
         server.child.stdin?.write(
@@ -280,10 +294,11 @@ describe("more signals during the drain", () => {
         );
       }
       await until(writeReached(storelink), "the create to reach StoreLink");
-      for (const signal of signals) {
-        server.child.kill(signal);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      server.child.kill(signals[0]);
+      await stopping(server);
+      // The rest arrive during the drain.
+      for (const signal of signals.slice(1)) server.child.kill(signal);
+      storelink.release();
       expect(await server.exit).toBe(0);
       expect(storelink.created).toEqual(["RPL-47-001"]);
       const lines = auditLines();
@@ -295,7 +310,7 @@ describe("more signals during the drain", () => {
 
 describe("a 2026-07-28 request cancelled over stdio", () => {
   it("is not answered, its write still finishes and is audited, and stdin's end does not wait for it", async () => {
-    const { storelink, server, auditLines } = await setUp(1_500, "stdio.js", 6_000);
+    const { storelink, server, auditLines } = await setUp("held", "stdio.js", 6_000);
     const meta = modernMeta({}, "raw");
     const call = toolCall(5, "create_replenishment_order", ORDER);
     server.child.stdin?.write(
@@ -307,10 +322,11 @@ describe("a 2026-07-28 request cancelled over stdio", () => {
       method: "notifications/cancelled",
       params: { requestId: 5, reason: "the buyer changed their mind", _meta: meta },
     };
-    const started = Date.now();
     server.child.stdin?.end(`${JSON.stringify(cancel)}\n`);
+    await finishOnceStopping(server, storelink);
+    // Exit 0: the stop did not wait for an answer that never comes (it would run into the grace
+    // period, and a stop past the grace exits 1).
     expect(await server.exit).toBe(0);
-    expect(Date.now() - started).toBeLessThan(5_000);
     expect(server.stdout()).not.toContain('"id":5');
     expect(storelink.created).toEqual(["RPL-47-001"]);
     const lines = auditLines();
@@ -321,7 +337,7 @@ describe("a 2026-07-28 request cancelled over stdio", () => {
 
 describe("a 2026-07-28 client that leaves mid-write over HTTP", () => {
   it("round 2's write still finishes and is audited once, CREATED confirmed=buyer, through SIGTERM", async () => {
-    const run = await setUp(1_500, "http.js", 6_000);
+    const run = await setUp("held", "http.js", 6_000);
     const port = await portOf(run.server);
     const meta = modernMeta({ elicitation: { form: {} } }, "raw");
     const headers = modernHeaders("tools/call", "create_replenishment_order");

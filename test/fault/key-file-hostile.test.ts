@@ -39,9 +39,8 @@ describe("a key read that never finishes", () => {
     // A FIFO with no writer: opening it for reading blocks, as a read on a hung mount does.
     execFileSync("mkfifo", [path]);
     const keys = new FileKeyProvider(path, { deadlineMs: 200, report: () => {} });
-    const started = Date.now();
+    // The failure names the deadline it hit; a lookup that waited on the read would never end.
     const hung = await failureOf(keys.getKey("47"));
-    expect(Date.now() - started).toBeLessThan(2_000);
     expect(hung.transient).toBe(true);
     expect(hung.reason).toMatch(/took over 200 ms/);
 
@@ -60,10 +59,9 @@ describe("a key read that never finishes", () => {
     const keys = new FileKeyProvider(path, { deadlineMs: 1_000, report: () => {} });
     await failureOf(keys.getKey("47", { fresh: true }));
     await failureOf(keys.getKey("47", { fresh: true }));
-    const started = Date.now();
+    // Not a third read waiting for its deadline (that failure says "took over"): refused before
+    // any read starts.
     const third = await failureOf(keys.getKey("47", { fresh: true }));
-    // Well under the deadline a third read would have waited for.
-    expect(Date.now() - started).toBeLessThan(500);
     expect(third.reason).toMatch(/hanging/);
     // A writer releases both hung reads.
     closeSync(openSync(path, constants.O_WRONLY | constants.O_NONBLOCK));

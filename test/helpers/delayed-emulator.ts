@@ -3,19 +3,33 @@ import type { CreatedOrder, OrderRequest } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { startRecordingStoreLink } from "./recording-storelink.js";
 
-/** The seeded StoreLink, whose order creation takes `delayMs` before the order exists. */
+/**
+ * The seeded StoreLink, whose order creation takes `delay` ms before the order exists, or, when
+ * `delay` is "held", waits until the test calls `release()`: a test then lets the write finish
+ * at the event it needs (the server said it is stopping), never after a fixed time.
+ */
 export class DelayedOrders extends InMemoryStoreLink {
   /** Create requests received (the write reached StoreLink). */
   received = 0;
   /** Orders created, by id. */
   readonly created: string[] = [];
-  constructor(private readonly delayMs: number) {
+  #released = false;
+  #held: (() => void)[] = [];
+  constructor(private readonly delay: number | "held") {
     super();
+  }
+
+  /** Lets every held create through, and every later one at once. */
+  release(): void {
+    this.#released = true;
+    for (const go of this.#held.splice(0)) go();
   }
 
   override async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
     this.received++;
-    await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+    const delay = this.delay;
+    if (delay !== "held") await new Promise((resolve) => setTimeout(resolve, delay));
+    else if (!this.#released) await new Promise<void>((resolve) => this.#held.push(resolve));
     const created = await super.createOrder(request, key);
     this.created.push(created.order.order_id);
     return created;
@@ -27,11 +41,12 @@ export class DelayedOrders extends InMemoryStoreLink {
  * MCP processes with STORELINK_URL set to `baseUrl`.
  */
 export async function startDelayedEmulator(
-  delayMs: number,
+  delay: number | "held",
 ): Promise<{ storelink: DelayedOrders; baseUrl: string; close(): Promise<void> }> {
-  const storelink = new DelayedOrders(delayMs);
+  const storelink = new DelayedOrders(delay);
   const { url, close } = await startRecordingStoreLink(storelink);
-  return { storelink, baseUrl: url, close };
+  // A create still held when the test ends is let go, so the emulator can close.
+  return { storelink, baseUrl: url, close: () => (storelink.release(), close()) };
 }
 
 /** Polls `check` every 10 ms until it holds, or fails after `timeoutMs`. */
