@@ -46,7 +46,11 @@ export async function startDelayedEmulator(
   const storelink = new DelayedOrders(delay);
   const { url, close } = await startRecordingStoreLink(storelink);
   // A create still held when the test ends is let go, so the emulator can close.
-  return { storelink, baseUrl: url, close: () => (storelink.release(), close()) };
+  const closeAll = (): Promise<void> => {
+    storelink.release();
+    return close();
+  };
+  return { storelink, baseUrl: url, close: closeAll };
 }
 
 /** Polls `check` every 10 ms until it holds, or fails after `timeoutMs`. */

@@ -26,7 +26,7 @@ export async function pythonWithMcp(): Promise<string> {
     await run(python, ["-m", "pip", "install", "--quiet", "--retries", "0", PYTHON_MCP], {
       timeout: 240_000,
     });
-    await run(python, ["-c", "open(r'''" + ready + "''', 'w').close()"]);
+    await run(python, ["-c", `open(r'''${ready}''', 'w').close()`]);
   }
   return python;
 }
