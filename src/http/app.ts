@@ -4,7 +4,7 @@ import type { Config } from "../config.js";
 import { defaultDeps } from "../deps.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
-import { traceFieldsOf } from "../logging/trace-context.js";
+import { type TraceFields, traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
 import { callTool } from "../mcp/call-tool.js";
 import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
@@ -83,18 +83,19 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   };
   const fastReads = options.fastReads !== false;
   /** A plain read (fast-reads.ts): the tool's answer in the SDK's shape for its era. */
-  const serveFastRead = (req: Request, res: Response, read: FastRead, auth: AuthInfo) => {
+  const serveFastRead = (
+    res: Response,
+    read: FastRead,
+    caller: string,
+    traceFields: TraceFields,
+  ) => {
     const abort = new AbortController();
     // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
     // every request.
     res.once("close", () => {
       if (!res.writableFinished) abort.abort();
     });
-    callTool(deps, read.name, read.args, {
-      signal: abort.signal,
-      caller: auth.clientId,
-      traceFields: traceFieldsOf(req.headers),
-    }).then(
+    callTool(deps, read.name, read.args, { signal: abort.signal, caller, traceFields }).then(
       (result) => {
         if (res.destroyed) return;
         endWithJson(res, 200, fastReadAnswer(read.id, result, read.era));
@@ -128,7 +129,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     };
     const read = fastReads ? fastReadOf(body, req.headers) : undefined;
     if (read) {
-      serveFastRead(req, res, read, auth);
+      serveFastRead(res, read, auth.clientId, traceFields);
       return;
     }
     handle(req, res, { body, era: eraOf(body, req.headers), authInfo: auth }).catch(

@@ -18,11 +18,7 @@ const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 
-/**
- * Runs one tool call. This is the one place where failures become `isError` results and where
- * every call, success or failure, is traced. The per-caller rate limit is applied by each tool
- * before anything else (tools/define.ts).
- */
+/** How one call is made: who asks, and how its buyer can be asked. */
 export interface CallOptions {
   signal: AbortSignal;
   /** A request whose client can be asked through input_required (either era; see mcp/server.ts). */
@@ -38,6 +34,11 @@ export interface CallOptions {
   onUnanswered?: (settle: () => Promise<CallToolResult>) => void;
 }
 
+/**
+ * Runs one tool call. This is the one place where failures become `isError` results and where
+ * every call, success or failure, is traced. The per-caller rate limit is applied by each tool
+ * before anything else (tools/define.ts).
+ */
 export async function callTool(
   deps: ServerDeps,
   name: string,
