@@ -7,8 +7,8 @@ import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { SlowStoreLink } from "../helpers/slow-storelink.js";
 
 /**
- * The HTTP app keeps MCP servers connected and lends each to one POST at a time. These tests
- * attack the reuse: a server must never carry a request's late answer into someone else's POST.
+ * Every POST has an MCP server of its own (or the fast path). These tests attack that: a request's
+ * late answer must never reach someone else's POST, even when both use the same id.
  */
 
 // Butter is slow at store 47 (the call the client abandons); milk is slower at store 102.
@@ -35,7 +35,7 @@ const stock = (sku: string, store: string, signal?: AbortSignal) =>
     body: JSON.stringify(toolCall(1, "get_stock_position", { sku, store_ids: [store] })),
   });
 
-describe("pooled MCP servers over HTTP", () => {
+describe("one MCP server per POST", () => {
   it("serve one request after another, each with its own answer", async () => {
     for (const sku of ["8847402", "6620118", "4410093", "8847402"]) {
       const answer = (await (await stock(sku, "111")).json()) as Answer;
@@ -50,7 +50,7 @@ describe("pooled MCP servers over HTTP", () => {
     abandoned.abort();
     expect(await first).toBeInstanceOf(Error);
     // Sent while the butter read is still running, and answered after it finishes: had the
-    // abandoned server been lent again, butter's answer (also id 1) would arrive here.
+    // abandoned call's server served this POST too, butter's answer (also id 1) would arrive here.
     await new Promise((resolve) => setTimeout(resolve, 10));
     const answer = (await (await stock("8847315", "102")).json()) as Answer;
     expect(answer.id).toBe(1);
