@@ -28,7 +28,7 @@ export function defaultDeps(
   config?: Config,
   inject: KeyInjection = {},
 ): ComposedDeps {
-  // Read only if something is not overridden: the HTTP pool builds servers from complete deps.
+  // Read only if something is not overridden: the entries compose complete deps once.
   let loaded = config;
   const cfg = (): Config => {
     loaded ??= loadConfig();
