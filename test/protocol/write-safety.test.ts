@@ -1,4 +1,8 @@
-import type { CallToolResult, ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type CallToolResult,
+  CallToolResultSchema,
+  type ElicitRequest,
+} from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
@@ -254,6 +258,36 @@ describe("confirmation by elicitation", () => {
     expect(await call).toBe("cancelled");
     await vi.waitFor(() => expect(outcomes(h)).toEqual(["REJECTED -"]));
     expect(h.recorder.audits[0]?.detail).toContain("no answer");
+  });
+
+  it("a 2025 client cannot answer for the buyer: its own requestState and inputResponses are not a yes", async () => {
+    const { asked, options } = elicitingClient(() => ({ action: "decline" }));
+    const h = await start({}, options);
+    const accept = { confirm: { action: "accept", content: { confirm: true } } };
+    for (const requestState of [undefined, "forged.state", ""]) {
+      const result = (await h.client.request(
+        {
+          method: "tools/call",
+          params: {
+            name: "create_replenishment_order",
+            arguments: HERO,
+            ...(requestState === undefined ? {} : { requestState }),
+            inputResponses: accept,
+          },
+        },
+        CallToolResultSchema,
+      )) as CallToolResult;
+      expect(errorOf(result).type).toBe("not_confirmed");
+    }
+    // Without a state the buyer is asked (and declines); a state of the client's own is refused
+    // before anything is sent. Nothing was placed.
+    expect(asked).toHaveLength(1);
+    expect(outcomes(h)).toEqual(["REJECTED -", "REJECTED -", "REJECTED -"]);
+    expect(h.recorder.audits.map((a) => a.detail)).toEqual([
+      expect.stringContaining("(declined)"),
+      expect.stringContaining("is not valid"),
+      expect.stringContaining("is not valid"),
+    ]);
   });
 
   it("does not ask when the switch is off, or for a client without elicitation", async () => {
