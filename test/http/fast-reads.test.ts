@@ -3,6 +3,7 @@ import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/http/app.js";
 import { fastReadOf } from "../../src/http/fast-reads.js";
+import type { Era } from "../../src/mcp/server.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { RUNS } from "../helpers/arbitraries.js";
@@ -46,175 +47,122 @@ interface Case {
   meta?: Record<string, unknown>;
 }
 
-const CASES: [string, Case][] = [
-  [
-    "stock across stores",
-    { name: "get_stock_position", args: { sku: "8847291", store_ids: ["47", "102", "128"] } },
+type Cases = [string, Case][];
+
+const X = { name: "lookup_sku", args: { query: "x" } };
+
+/** Cases both eras share: plain reads the fast path takes, then requests it must leave alone. */
+const BOTH: { fast: Cases; slow: Cases } = {
+  fast: [
+    [
+      "stock across stores",
+      { name: "get_stock_position", args: { sku: "8847291", store_ids: ["47", "102", "128"] } },
+    ],
+    ["an unknown SKU", { name: "get_stock_position", args: { sku: "0000000", store_ids: ["47"] } }],
+    [
+      "invalid arguments",
+      { name: "get_stock_position", args: { sku: "8847291", store_ids: "47" } },
+    ],
+    ["no arguments", { name: "lookup_sku" }],
+    ["a lookup with a string id", { id: "abc", name: "lookup_sku", args: { query: "88" } }],
+    [
+      "no credentials",
+      { name: "get_replenishment_status", args: { store_id: "128", order_id: "RPL-128-001" } },
+    ],
+    [
+      "a charset in Content-Type",
+      { ...X, headers: { "content-type": "application/json; charset=utf-8" } },
+    ],
   ],
-  [
-    "stock with numeric ids",
-    { name: "get_stock_position", args: { sku: 8847291, store_ids: [47] } },
-  ],
-  ["an unknown SKU", { name: "get_stock_position", args: { sku: "0000000", store_ids: ["47"] } }],
-  [
-    "a SKU not ranged",
-    { name: "get_stock_position", args: { sku: "8847291", store_ids: ["999"] } },
-  ],
-  ["invalid arguments", { name: "get_stock_position", args: { sku: "8847291", store_ids: "47" } }],
-  ["no arguments", { name: "lookup_sku" }],
-  ["a lookup", { name: "lookup_sku", args: { query: "butter" } }],
-  ["a lookup with a string id", { id: "abc", name: "lookup_sku", args: { query: "88" } }],
-  [
-    "a status read, not found",
-    { name: "get_replenishment_status", args: { store_id: "47", order_id: "RPL-47-009" } },
-  ],
-  [
-    "no credentials",
-    { name: "get_replenishment_status", args: { store_id: "128", order_id: "RPL-128-001" } },
-  ],
-  [
-    "JSON only in Accept",
-    { name: "lookup_sku", args: { query: "x" }, headers: { accept: "application/json" } },
-  ],
-  [
-    "a charset in Content-Type",
-    {
-      name: "lookup_sku",
-      args: { query: "x" },
-      headers: { "content-type": "application/json; charset=utf-8" },
-    },
-  ],
-  [
-    "the write (never fast)",
-    {
-      name: "create_replenishment_order",
-      args: {
-        store_id: "47",
-        sku: "8847291",
-        quantity: 1,
-        reason: "Gap of 8 at store 47. Buyer approved 1.",
+  slow: [
+    [
+      "the write (never fast)",
+      {
+        name: "create_replenishment_order",
+        args: {
+          store_id: "47",
+          sku: "8847291",
+          quantity: 1,
+          reason: "Gap of 8 at store 47. Buyer approved 1.",
+        },
       },
-    },
+    ],
+    ["array arguments", { name: "lookup_sku", args: [1] }],
+    ["a fractional id", { id: 1.5, ...X }],
+    ["a null id", { id: null, ...X }],
+    ["event streams only in Accept", { ...X, headers: { accept: "text/event-stream" } }],
+    ["no Accept", { ...X, headers: { accept: "" } }],
   ],
-  ["a missing Mcp-Name", { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-name": "" } }],
-  [
-    "a mismatched Mcp-Name",
-    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-name": "get_stock_position" } },
-  ],
-  [
-    "no MCP-Protocol-Version",
-    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-protocol-version": "" } },
-  ],
-  ["an extra param", { name: "lookup_sku", args: { query: "x" }, params: { requestState: "x" } }],
-  [
-    "an extra _meta key",
-    {
-      name: "lookup_sku",
-      args: { query: "x" },
-      meta: { "io.modelcontextprotocol/logLevel": "info" },
-    },
-  ],
-  ["array arguments", { name: "lookup_sku", args: [1] }],
-  ["a fractional id", { id: 1.5, name: "lookup_sku", args: { query: "x" } }],
-  [
-    "event streams only in Accept",
-    { name: "lookup_sku", args: { query: "x" }, headers: { accept: "text/event-stream" } },
-  ],
-  ["no Accept", { name: "lookup_sku", args: { query: "x" }, headers: { accept: "" } }],
-  ["a null id", { id: null, name: "lookup_sku", args: { query: "x" } }],
-];
+};
 
-type Shape = (c: Case) => { headers: Record<string, string>; body: unknown };
+/** Each era's cases: the shared ones and its own; `fast` are those the fast path takes. */
+const ERA_CASES: Record<Era, { fast: Cases; slow: Cases }> = {
+  modern: {
+    fast: [
+      ...BOTH.fast,
+      [
+        "stock with numeric ids",
+        { name: "get_stock_position", args: { sku: 8847291, store_ids: [47] } },
+      ],
+      [
+        "a SKU not ranged",
+        { name: "get_stock_position", args: { sku: "8847291", store_ids: ["999"] } },
+      ],
+      ["a lookup", { name: "lookup_sku", args: { query: "butter" } }],
+      [
+        "a status read, not found",
+        { name: "get_replenishment_status", args: { store_id: "47", order_id: "RPL-47-009" } },
+      ],
+      ["JSON only in Accept", { ...X, headers: { accept: "application/json" } }],
+    ],
+    slow: [
+      ...BOTH.slow,
+      ["a missing Mcp-Name", { ...X, headers: { "mcp-name": "" } }],
+      ["a mismatched Mcp-Name", { ...X, headers: { "mcp-name": "get_stock_position" } }],
+      ["no MCP-Protocol-Version", { ...X, headers: { "mcp-protocol-version": "" } }],
+      ["an extra param", { ...X, params: { requestState: "x" } }],
+      ["an extra _meta key", { ...X, meta: { "io.modelcontextprotocol/logLevel": "info" } }],
+    ],
+  },
+  legacy: {
+    fast: [
+      ...BOTH.fast,
+      ["a 2025 MCP-Protocol-Version", { ...X, headers: { "mcp-protocol-version": "2025-06-18" } }],
+    ],
+    slow: [
+      ...BOTH.slow,
+      [
+        "an unsupported MCP-Protocol-Version",
+        { ...X, headers: { "mcp-protocol-version": "1999-01-01" } },
+      ],
+      ["JSON only in Accept", { ...X, headers: { accept: "application/json" } }],
+      ["no Content-Type", { ...X, headers: { "content-type": "" } }],
+      ["a progress token", { ...X, meta: { progressToken: 1 } }],
+      ["an unknown tool", { name: "no_such_tool", args: {} }],
+    ],
+  },
+};
 
-function requestOf(c: Case): ReturnType<Shape> {
-  const headers: Record<string, string> = { ...HEADERS, "mcp-name": c.name, ...(c.headers ?? {}) };
-  for (const [k, v] of Object.entries(headers)) if (v === "") delete headers[k];
+/**
+ * The request of a case in `era`: a 2026-07-28 one carries the envelope and the MCP headers, a
+ * 2025 one neither unless the case sets them. Headers set to "" are left out.
+ */
+function requestIn(era: Era, c: Case): { headers: Record<string, string>; body: unknown } {
+  const base = era === "modern" ? { ...HEADERS, "mcp-name": c.name } : MCP_HEADERS;
+  const headers = Object.fromEntries(
+    Object.entries({ ...base, ...(c.headers ?? {}) }).filter(([, v]) => v !== ""),
+  );
+  const meta =
+    era === "modern" ? { ...META, ...(c.meta ?? {}) } : c.meta === undefined ? undefined : c.meta;
   const params = {
     name: c.name,
     ...(c.args === undefined ? {} : { arguments: c.args }),
     ...(c.params ?? {}),
-    _meta: { ...META, ...(c.meta ?? {}) },
+    ...(meta === undefined ? {} : { _meta: meta }),
   };
   const id = "id" in c ? c.id : 7;
   return { headers, body: { jsonrpc: "2.0", id, method: "tools/call", params } };
 }
-
-/** A 2025 request: no envelope, no MCP headers unless the case sets them. */
-function legacyRequestOf(c: Case): ReturnType<Shape> {
-  const headers: Record<string, string> = { ...MCP_HEADERS, ...(c.headers ?? {}) };
-  for (const [k, v] of Object.entries(headers)) if (v === "") delete headers[k];
-  const params = {
-    name: c.name,
-    ...(c.args === undefined ? {} : { arguments: c.args }),
-    ...(c.params ?? {}),
-    ...(c.meta === undefined ? {} : { _meta: c.meta }),
-  };
-  const id = "id" in c ? c.id : 7;
-  return { headers, body: { jsonrpc: "2.0", id, method: "tools/call", params } };
-}
-
-const LEGACY_CASES: [string, Case][] = [
-  [
-    "stock across stores",
-    { name: "get_stock_position", args: { sku: "8847291", store_ids: ["47", "102", "128"] } },
-  ],
-  ["an unknown SKU", { name: "get_stock_position", args: { sku: "0000000", store_ids: ["47"] } }],
-  ["invalid arguments", { name: "get_stock_position", args: { sku: "8847291", store_ids: "47" } }],
-  ["no arguments", { name: "lookup_sku" }],
-  ["a lookup with a string id", { id: "abc", name: "lookup_sku", args: { query: "88" } }],
-  [
-    "no credentials",
-    { name: "get_replenishment_status", args: { store_id: "128", order_id: "RPL-128-001" } },
-  ],
-  [
-    "a 2025 MCP-Protocol-Version",
-    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-protocol-version": "2025-06-18" } },
-  ],
-  [
-    "a charset in Content-Type",
-    {
-      name: "lookup_sku",
-      args: { query: "x" },
-      headers: { "content-type": "application/json; charset=utf-8" },
-    },
-  ],
-  [
-    "the write (never fast)",
-    {
-      name: "create_replenishment_order",
-      args: {
-        store_id: "47",
-        sku: "8847291",
-        quantity: 1,
-        reason: "Gap of 8 at store 47. Buyer approved 1.",
-      },
-    },
-  ],
-  [
-    "an unsupported MCP-Protocol-Version",
-    { name: "lookup_sku", args: { query: "x" }, headers: { "mcp-protocol-version": "1999-01-01" } },
-  ],
-  [
-    "JSON only in Accept",
-    { name: "lookup_sku", args: { query: "x" }, headers: { accept: "application/json" } },
-  ],
-  [
-    "no Content-Type",
-    { name: "lookup_sku", args: { query: "x" }, headers: { "content-type": "" } },
-  ],
-  ["a progress token", { name: "lookup_sku", args: { query: "x" }, meta: { progressToken: 1 } }],
-  ["an unknown tool", { name: "no_such_tool", args: {} }],
-  ["array arguments", { name: "lookup_sku", args: [1] }],
-  ["a fractional id", { id: 1.5, name: "lookup_sku", args: { query: "x" } }],
-  ["a null id", { id: null, name: "lookup_sku", args: { query: "x" } }],
-];
-
-const LEGACY_FAST = new Set(
-  LEGACY_CASES.slice(
-    0,
-    LEGACY_CASES.findIndex(([name]) => name.startsWith("the write")),
-  ).map(([name]) => name),
-);
 
 /**
  * One raw request to an app with the fast path and to one without: the same answer (status, type
@@ -234,36 +182,21 @@ async function answersAlike(headers: Record<string, string>, text: string): Prom
   expect(await answer(app(true))).toEqual(await answer(app(false)));
 }
 
-/** The cases the fast path takes; every other one goes to the SDK in both apps. */
-const FAST = new Set(
-  CASES.slice(
-    0,
-    CASES.findIndex(([name]) => name.startsWith("the write")),
-  ).map(([name]) => name),
-);
+const LABEL: Record<Era, string> = { modern: "2026-07-28", legacy: "2025" };
 
-const takes = (shape: Shape, c: Case): boolean => {
-  const { headers, body } = shape(c);
-  return fastReadOf(body, headers) !== undefined;
-};
+describe.each(["modern", "legacy"] as const)("fast reads, %s era", (era) => {
+  const { fast, slow } = ERA_CASES[era];
+  const taken = new Set(fast.map(([name]) => name));
 
-describe("which requests the fast path takes", () => {
-  it.each(CASES)("2026-07-28: %s", (name, c) => {
-    expect(takes(requestOf, c)).toBe(FAST.has(name));
+  it.each([...fast, ...slow])(`${LABEL[era]}, taken or not: %s`, (name, c) => {
+    const { headers, body } = requestIn(era, c);
+    expect(fastReadOf(body, headers) !== undefined).toBe(taken.has(name));
   });
-  it.each(LEGACY_CASES)("2025: %s", (name, c) => {
-    expect(takes(legacyRequestOf, c)).toBe(LEGACY_FAST.has(name));
+
+  it.each([...fast, ...slow])(`${LABEL[era]}, answered as the SDK's path: %s`, (_name, c) => {
+    const { headers, body } = requestIn(era, c);
+    return answersAlike(headers, JSON.stringify(body));
   });
-});
-
-function sameAsReference(c: Case, shape: Shape): Promise<void> {
-  const { headers, body } = shape(c);
-  return answersAlike(headers, JSON.stringify(body));
-}
-
-describe("fast reads answer exactly as the SDK's path does", () => {
-  it.each(CASES)("2026-07-28: %s", (_name, c) => sameAsReference(c, requestOf));
-  it.each(LEGACY_CASES)("2025: %s", (_name, c) => sameAsReference(c, legacyRequestOf));
 });
 
 /**
