@@ -15,11 +15,11 @@ import { eraOf } from "./era.js";
 /**
  * The hot request of both eras, answered without the SDK's per-request machinery (what that
  * buys: docs/performance.md): a `tools/call` of a read-only tool, valid in every respect the SDK
- * checks, in its era: a 2025 one carries no envelope and no 2026-07-28 header (so the SDK's
- * classifier could only say 2025), a 2026-07-28 one is confirmed by that classifier. This only recognises that request; anything
- * else (the write, whose confirmation needs the SDK's input_required handling, any other method,
- * any header, envelope or params that is not exactly the plain form, a batch) goes to the SDK,
- * which owns every error answer and every other shape.
+ * checks, in its era. A 2025 one carries no envelope and no 2026-07-28 header (so the SDK's
+ * classifier could only say 2025); a 2026-07-28 one is confirmed by that classifier. This only
+ * recognises that request; anything else (the write, whose confirmation needs the SDK's
+ * input_required handling, any other method, any header, envelope or params that is not exactly
+ * the plain form, a batch) goes to the SDK, which owns every error answer and every other shape.
  *
  * The SDK's path is this one's reference: test/http/fast-reads.test.ts sends generated requests
  * of both eras through both and requires the same answers and trace lines.
