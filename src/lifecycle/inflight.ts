@@ -27,7 +27,7 @@ export class InflightCall implements CallRecorder {
     this.recorder.trace(record, context);
   }
 
-  audit(record: AuditRecord, context?: TraceFields): Promise<void> {
+  audit(record: AuditRecord, context?: TraceFields): Promise<boolean | void> {
     this.#audited = true;
     return this.recorder.audit(record, context);
   }

@@ -1,23 +1,36 @@
 import { join } from "node:path";
 import type { Config } from "../config.js";
-import { auditedRequestIds, LEASE_MS, recoverIntents } from "../logging/intents.js";
+import { auditedRequestIds, type RecoveryNotice, recoverIntents } from "../logging/intents.js";
 import { opsLog } from "../logging/ops.js";
 import { AUDIT_FILE, type Recorder } from "../logging/recorder.js";
 import { killedWrite } from "../policy/audit.js";
 
+/** How often a running server looks for journals whose writer has died since. */
+export const RESCAN_MS = 5_000;
+
 /**
- * Appends UNCERTAIN to audit.log for every write a killed process left without an outcome (see
- * logging/intents.ts), and says so once per recovery. Run at start, before serving, and then every
- * half lease while the process runs: a journal whose writer was alive at start (another container
- * on the same volume) is recovered once its writer is gone.
+ * Locks this server's write-intent journal, then appends UNCERTAIN to audit.log for every write a
+ * killed process left without an outcome (see logging/intents.ts), and says so once per recovery.
+ * Run at start, before serving, and then every RESCAN_MS while the process runs: a journal whose
+ * writer was alive at start (another server on the same volume) is recovered once its writer is
+ * gone. A server that cannot lock says so once and recovers nothing.
  */
 export async function recoverInterruptedWrites(
   config: Pick<Config, "logDir" | "logFiles">,
   recorder: Recorder,
 ): Promise<number> {
   if (!config.logFiles) return 0;
+  const cannotLock = await recorder.startJournal();
+  if (cannotLock !== undefined) {
+    opsLog.warn(
+      { dir: config.logDir, why: cannotLock },
+      "cannot lock write-intent journals in the log directory: no journal is recovered automatically (a write cut off by a kill stays without an audit line until checked by hand)",
+    );
+  }
   const reported = new Set<string>();
-  const once = (): Promise<number> => recoverOnce(config.logDir, recorder, reported);
+  const handed = new Set<string>();
+  const once = (): Promise<number> =>
+    recoverOnce(config.logDir, recorder, reported, cannotLock !== undefined, handed);
   const recovered = await once();
   let running = false;
   const rescan = setInterval(() => {
@@ -30,26 +43,37 @@ export async function recoverInterruptedWrites(
       .finally(() => {
         running = false;
       });
-  }, LEASE_MS / 2);
+  }, RESCAN_MS);
   rescan.unref();
   return recovered;
 }
 
-async function recoverOnce(dir: string, recorder: Recorder, reported: Set<string>) {
+const NOTICES: Record<RecoveryNotice["kind"], string> = {
+  "not a regular file":
+    "a write-intent journal path is not a regular file; it was skipped, not read",
+  "unreadable lines":
+    "unreadable lines in a write-intent journal were skipped; the rest was recovered",
+  "set aside":
+    "a write-intent journal was set aside, not recovered: check its writes by hand with get_replenishment_status",
+  "cannot be proven dead":
+    "a write-intent journal's writer cannot be proven gone, so it is not recovered: once that server is stopped, check its writes by hand",
+};
+
+async function recoverOnce(
+  dir: string,
+  recorder: Recorder,
+  reported: Set<string>,
+  cannotLock: boolean,
+  handed: Set<string>,
+) {
   const recovered = await recoverIntents(dir, {
     recover: (fields, requestId, sentAt) => recorder.audit(killedWrite(fields, requestId, sentAt)),
-    outcomes: () => auditedRequestIds(join(dir, AUDIT_FILE)),
+    handed,
+    outcomes: (ids) => auditedRequestIds(join(dir, AUDIT_FILE), ids),
     reported,
-    notice: (notice) =>
-      notice.kind === "not a regular file"
-        ? opsLog.warn(
-            { file: notice.file },
-            "a write-intent journal path is not a regular file; it was skipped, not read",
-          )
-        : opsLog.warn(
-            { file: notice.file, lines: notice.lines },
-            "unreadable lines in a write-intent journal were skipped; the rest was recovered",
-          ),
+    cannotLock,
+    own: () => recorder.journalPath(),
+    notice: ({ kind, ...fields }) => opsLog.warn(fields, NOTICES[kind]),
   });
   if (recovered > 0) {
     opsLog.warn(

@@ -1,82 +1,131 @@
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
+  constants,
   fdatasyncSync,
-  futimesSync,
-  lstatSync,
+  fstatSync,
+  ftruncateSync,
   mkdirSync,
   openSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
   renameSync,
   unlinkSync,
-  utimesSync,
   writeSync,
 } from "node:fs";
-import { join } from "node:path";
+import { type FileHandle, lstat, open, readdir, rename, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { type FileLock, tryLock } from "./file-lock.js";
 import type { IntentFields } from "./records.js";
 
 /**
  * The write-intent journal: a durable line for each order as it is handed to StoreLink, and a
- * line once its audit line is on disk. A process killed in between (SIGKILL, out of memory, power)
- * leaves an intent without an outcome; a server on the same log directory appends one UNCERTAIN
- * line to audit.log for each, once its writer is gone. audit.log keeps exactly one line per attempt.
+ * line once its audit line is whole on disk. A process killed in between (SIGKILL, out of memory,
+ * power) leaves an intent without an outcome; a server on the same log directory appends one
+ * UNCERTAIN line to audit.log for each, once the writer is provably gone. audit.log keeps exactly
+ * one line per attempt.
  *
- * - **Never shared.** Each process writes its own journal, named by its PID namespace, its PID and
- *   a random part (`intents-<ns>-<pid>-<random>.jsonl`): PIDs repeat across containers over one
- *   volume, the random part never does.
- * - **A live journal is never recovered.** Its writer touches it every HEARTBEAT_MS; a journal is
- *   its writer's until it has gone LEASE_MS untouched, or (in our own PID namespace) its PID is
- *   not running. A clean exit removes its journal.
- * - **Recovery loses nothing.** A journal is claimed by renaming it to a journal of the claimer's
- *   own (so a claimer killed mid-recovery leaves a journal the next server recovers), and an intent
- *   whose outcome is already in audit.log (a kill after its audit line, before its "done" line)
- *   gets no second line. An unreadable line costs that line only; a path that is not a regular
- *   file is skipped, never opened.
+ * - **Never shared.** Each process writes its own journal, `intents-<random>.jsonl`.
+ * - **A live journal is never recovered.** Its writer holds an exclusive lock on it from before
+ *   the name exists until it exits (logging/file-lock.ts); the lock, not a clock, a PID or a
+ *   namespace id, says the writer is alive, so a paused writer, a skewed clock or a writer on
+ *   another host keeps its journal. A journal is recovered by whoever takes its lock, held for the
+ *   whole recovery. A writer that cannot lock says so (`lockFailure`) and writes
+ *   `intents-<random>.unlocked.jsonl`, which no server recovers: nothing proves its writer dead.
+ * - **Recovery loses nothing.** An intent whose outcome is already in audit.log (a kill after its
+ *   audit line, before its "done" line) gets no second line; a recoverer killed mid-way leaves the
+ *   journal, unlocked, for the next one. An unreadable line costs that line only.
+ * - **Recovery is bounded.** A journal larger than MAX_JOURNAL_BYTES, or one that cannot be
+ *   opened, is set aside (renamed `set-aside-<name>`, never claimed again) and reported once; a
+ *   path that is not a regular file is reported once and never opened. A writer empties its
+ *   journal whenever it has no open intent and the file has grown past COMPACT_BYTES, so a live
+ *   journal stays far below the bound.
  */
 
 const PREFIX = "intents-";
-const SUFFIX = ".jsonl";
-/** How often a writer touches its journal. */
-export const HEARTBEAT_MS = 2_000;
-/** How long a journal may go untouched before its writer counts as gone. */
-export const LEASE_MS = 10_000;
+/** A locked writer's journal. */
+const LOCKED = /^intents-[0-9a-f]{16}\.jsonl$/;
+/** A writer that could not lock. */
+const UNLOCKED = /^intents-[0-9a-f]{16}\.unlocked\.jsonl$/;
+/** An earlier release's journal (`intents-<ns>-<pid>-<random>`): its writer touched it every 2 s. */
+const LEGACY = /^intents-\d+-\d+-[0-9a-f]+\.jsonl$/;
+const LEGACY_LEASE_MS = 10_000;
+/** Renamed so, a journal is never claimed again. */
+export const SET_ASIDE_PREFIX = "set-aside-";
+
+/** Past this, a journal is set aside rather than read (bounded time and memory). */
+export const MAX_JOURNAL_BYTES = 8 * 1024 * 1024;
+/** A writer with no open intent empties its journal once it is this large. */
+const COMPACT_BYTES = 1024 * 1024;
 
 interface IntentLine extends IntentFields {
   intent: string;
   ts: string;
 }
 
-/** This process's PID namespace (Linux), so a PID is read only where it means this process. */
-function pidNamespace(): string {
-  try {
-    return /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))?.[1] ?? "0";
-  } catch {
-    return "0";
-  }
-}
+const random = (): string => randomBytes(8).toString("hex");
 
-const OWN_NAMESPACE = pidNamespace();
-
-/** A fresh journal name of this process's. */
-const ownName = (): string =>
-  `${PREFIX}${OWN_NAMESPACE}-${process.pid}-${randomBytes(8).toString("hex")}${SUFFIX}`;
-
-const NAME = /^intents-(\d+)-(\d+)-[0-9a-f]+\.jsonl$/;
+type Warn = (message: string, fields: Record<string, unknown>) => void;
 
 export class IntentJournal {
-  readonly path: string;
+  #path: string | undefined;
   #fd: number | undefined;
+  #size = 0;
+  #lock: FileLock | undefined;
   #open = new Set<string>();
   #broken = false;
-  #heartbeat: NodeJS.Timeout | undefined;
 
   constructor(
     readonly dir: string,
-    private readonly warn: (message: string, fields: Record<string, unknown>) => void,
-  ) {
-    this.path = join(dir, ownName());
+    private readonly warn: Warn,
+  ) {}
+
+  /** The journal's path once it exists. */
+  get path(): string | undefined {
+    return this.#path;
+  }
+
+  /**
+   * Creates the journal and locks it before its name appears (so no recoverer ever sees it
+   * unlocked). Resolves to why it could not lock, or undefined when locked. Never rejects.
+   */
+  async start(): Promise<string | undefined> {
+    if (this.#fd !== undefined) return undefined;
+    const id = random();
+    const hidden = join(this.dir, `.${PREFIX}${id}.new`);
+    let fd: number;
+    try {
+      mkdirSync(this.dir, { recursive: true });
+      fd = openSync(hidden, "a", 0o640);
+    } catch (error) {
+      return `cannot create the journal (error ${code(error)})`;
+    }
+    const result = await tryLock(fd);
+    if (result.kind !== "held") {
+      closeSync(fd);
+      try {
+        unlinkSync(hidden);
+      } catch {}
+      return result.kind === "busy" ? "the lock is taken" : result.why;
+    }
+    const path = join(this.dir, `${PREFIX}${id}.jsonl`);
+    try {
+      renameSync(hidden, path);
+    } catch (error) {
+      await result.lock.release();
+      closeSync(fd);
+      return `cannot name the journal (error ${code(error)})`;
+    }
+    this.#fd = fd;
+    this.#path = path;
+    this.#lock = result.lock;
+    result.lock.unref();
+    result.lock.onLost(() =>
+      this.warn(
+        "the write-intent journal's lock holder was killed; other servers may recover its writes as UNCERTAIN",
+        { file: path },
+      ),
+    );
+    return undefined;
   }
 
   /** Written and synced before the order is sent: the one fsync a write pays for this. */
@@ -85,45 +134,63 @@ export class IntentJournal {
     this.#open.add(requestId);
   }
 
-  /** The write's audit line is durable: its intent has an outcome. */
+  /** The write's audit line is whole on disk: its intent has an outcome. */
   end(requestId: string): void {
     if (!this.#open.delete(requestId)) return;
+    if (this.#open.size === 0 && this.#size >= COMPACT_BYTES && this.#fd !== undefined) {
+      // Nothing open: every line here is settled, so the journal can start again empty.
+      try {
+        ftruncateSync(this.#fd, 0);
+        this.#size = 0;
+        return;
+      } catch {
+        // Left to grow; the done line below still settles the intent.
+      }
+    }
     // Not synced: lost, it only costs a spurious UNCERTAIN after a crash (the safe direction).
     this.#write({ done: requestId }, false);
   }
 
   /** A clean stop: every intent has its outcome (or its UNCERTAIN line), so none is left. */
   close(): void {
-    clearInterval(this.#heartbeat);
-    if (this.#fd === undefined) return;
-    closeSync(this.#fd);
+    const fd = this.#fd;
+    if (fd === undefined) return;
     this.#fd = undefined;
-    if (this.#open.size === 0) {
+    if (this.#open.size === 0 && this.#path !== undefined) {
       try {
-        unlinkSync(this.path);
+        unlinkSync(this.#path);
       } catch {
         // Already gone.
       }
     }
+    // The lock ends with this process; released now, a recoverer may take a journal left open.
+    void this.#lock?.release();
+    try {
+      closeSync(fd);
+    } catch {}
   }
 
   #write(line: object, durable: boolean): void {
     try {
       if (this.#fd === undefined) {
+        // Not started (or it could not lock): a journal no server will recover on its own.
+        this.#path ??= join(this.dir, `${PREFIX}${random()}.unlocked.jsonl`);
         mkdirSync(this.dir, { recursive: true });
-        const fd = openSync(this.path, "a", 0o640);
-        this.#fd = fd;
-        this.#heartbeat = setInterval(() => {
-          try {
-            const now = new Date();
-            futimesSync(fd, now, now);
-          } catch {
-            // Closed, or the disk is gone: the write path reports it.
-          }
-        }, HEARTBEAT_MS);
-        this.#heartbeat.unref();
+        this.#fd = openSync(this.#path, "a", 0o640);
+        this.#size = fstatSync(this.#fd).size;
       }
-      writeSync(this.#fd, `${JSON.stringify(line)}\n`);
+      const data = Buffer.from(`${JSON.stringify(line)}\n`, "utf8");
+      try {
+        let offset = 0;
+        while (offset < data.length) offset += writeSync(this.#fd, data, offset);
+      } catch (error) {
+        // A line is whole or absent: cut what fitted (ENOSPC), so the next line starts clean.
+        try {
+          ftruncateSync(this.#fd, this.#size);
+        } catch {}
+        throw error;
+      }
+      this.#size += data.length;
       if (durable) fdatasyncSync(this.#fd);
     } catch (error) {
       // Never fails a write: without the journal only a kill -9 loses the audit line.
@@ -131,98 +198,135 @@ export class IntentJournal {
         this.#broken = true;
         this.warn(
           "cannot write the write-intent journal; a write interrupted by a kill will have no audit line",
-          { file: this.path, code: (error as NodeJS.ErrnoException).code ?? "error" },
+          { file: this.#path ?? this.dir, code: code(error) },
         );
       }
     }
   }
 }
 
-/** Whether process `pid` of our namespace is running (EPERM: it is, as another user). */
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
+function code(error: unknown): string {
+  const raw = (error as { code?: unknown } | null)?.code;
+  return typeof raw === "string" ? raw : "unknown";
 }
 
-/** Whether a journal's writer is gone: by its PID in our namespace, else by its heartbeat. */
-function writerGone(name: string, mtimeMs: number, now: number): boolean {
-  const match = NAME.exec(name);
-  if (!match) return false;
-  const [, ns, pid] = match;
-  if (ns === OWN_NAMESPACE && Number(pid) !== process.pid && !running(Number(pid))) return true;
-  return now - mtimeMs >= LEASE_MS;
-}
-
-/** What recovery tells the ops log: a journal it would not open, or lines it could not read. */
+/** What recovery tells the ops log, once per journal: never a journal's content. */
 export type RecoveryNotice =
   | { kind: "not a regular file"; file: string }
-  | { kind: "unreadable lines"; file: string; lines: number };
+  | { kind: "unreadable lines"; file: string; lines: number }
+  | { kind: "set aside"; file: string; why: string }
+  | { kind: "cannot be proven dead"; file: string };
 
 export interface RecoverOptions {
-  /** Writes the UNCERTAIN line of one intent (durably). */
-  recover(fields: IntentFields, requestId: string, sentAt: string): Promise<void>;
-  /** The request ids that already have an outcome line (audit.log's `req=`), read on demand. */
-  outcomes(): Set<string>;
+  /** Writes the UNCERTAIN line of one intent (durably): whether it is whole on disk now. */
+  recover(fields: IntentFields, requestId: string, sentAt: string): Promise<boolean>;
+  /**
+   * Intents whose UNCERTAIN line this server already handed to `recover`, written or waiting
+   * for the disk: never handed over twice (the journal stays until every line is written).
+   */
+  handed?: Set<string>;
+  /** Which of these request ids already have an outcome line (audit.log's `req=`). */
+  outcomes(ids: ReadonlySet<string>): Promise<Set<string>>;
   notice(notice: RecoveryNotice): void;
-  /** Journals already reported as not regular files, so each is said once. */
+  /** Paths already reported: each is said once and never looked at again by this server. */
   reported?: Set<string>;
+  /** This server cannot lock: nothing is recovered, every foreign journal is only reported. */
+  cannotLock?: boolean;
+  /** This server's own journal, never recovered by it. */
+  own?: () => string | undefined;
 }
 
 /**
- * The intents without an outcome in the journals whose writer is gone, each handed to `recover`
- * once and only if audit.log has no outcome for it; a journal is removed once its lines are
- * written. A torn last line (the kill came mid-write) is skipped: its intent was never synced, so
- * its order was not sent.
+ * The intents without an outcome in the journals whose writer is provably gone (their lock could
+ * be taken), each handed to `recover` once and only if audit.log has no outcome for it; a journal
+ * is removed once its lines are written. A torn last line (the kill came mid-write) is skipped:
+ * its intent was never synced, so its order was not sent.
  */
 export async function recoverIntents(dir: string, options: RecoverOptions): Promise<number> {
   let names: string[];
   try {
-    names = readdirSync(dir);
+    names = await readdir(dir);
   } catch {
     return 0;
   }
+  const reported = options.reported ?? new Set<string>();
+  const once = (path: string, notice: RecoveryNotice): void => {
+    if (reported.has(path)) return;
+    reported.add(path);
+    options.notice(notice);
+  };
   let recovered = 0;
-  let outcomes: Set<string> | undefined;
-  const now = Date.now();
   for (const name of names) {
-    if (!name.startsWith(PREFIX) || !name.endsWith(SUFFIX)) continue;
     const path = join(dir, name);
-    let stats: ReturnType<typeof lstatSync>;
+    if (!name.startsWith(PREFIX) || path === options.own?.()) continue;
+    if (reported.has(path)) continue;
+    const legacy = LEGACY.test(name);
+    if (UNLOCKED.test(name) || (options.cannotLock && (legacy || LOCKED.test(name)))) {
+      once(path, { kind: "cannot be proven dead", file: path });
+      continue;
+    }
+    if (!legacy && !LOCKED.test(name)) continue;
+    let stats: Awaited<ReturnType<typeof lstat>>;
     try {
-      stats = lstatSync(path);
+      stats = await lstat(path);
     } catch {
       continue;
     }
     if (!stats.isFile()) {
-      if (!options.reported?.has(path)) {
-        options.reported?.add(path);
-        options.notice({ kind: "not a regular file", file: path });
-      }
+      once(path, { kind: "not a regular file", file: path });
       continue;
     }
-    if (!writerGone(name, stats.mtimeMs, now)) continue;
-    // Claimed by renaming it to a journal of our own, touched: of two servers, one recovers it;
-    // killed now, it is a dead process's journal the next server recovers.
-    const claimed = join(dir, ownName());
-    try {
-      renameSync(path, claimed);
-      const touched = new Date();
-      utimesSync(claimed, touched, touched);
-      if (!lstatSync(claimed).isFile()) continue;
-    } catch {
-      continue;
+    if (legacy && Date.now() - stats.mtimeMs < LEGACY_LEASE_MS) continue;
+    recovered += await recoverJournal(path, stats.ino, options, once);
+  }
+  return recovered;
+}
+
+async function recoverJournal(
+  path: string,
+  ino: number,
+  options: RecoverOptions,
+  once: (path: string, notice: RecoveryNotice) => void,
+): Promise<number> {
+  // Renamed only under its lock (its writer is gone); one that cannot be opened cannot be
+  // locked either, so it stays where it is and this server leaves it alone from now on.
+  const setAside = async (why: string, locked: boolean): Promise<void> => {
+    if (locked) {
+      try {
+        await rename(path, join(dirname(path), `${SET_ASIDE_PREFIX}${basename(path)}`));
+      } catch {}
+    }
+    once(path, { kind: "set aside", file: path, why });
+  };
+  let handle: FileHandle;
+  try {
+    // O_NONBLOCK: a FIFO swapped in after the lstat opens at once instead of waiting for a writer.
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    const c = code(error);
+    if (c !== "ENOENT") await setAside(`it cannot be opened (error ${c})`, false);
+    return 0;
+  }
+  let lock: FileLock | undefined;
+  try {
+    const result = await tryLock(handle.fd);
+    if (result.kind !== "held") return 0;
+    lock = result.lock;
+    const stats = await handle.stat();
+    // Recovered and removed by another server between our lstat and our lock: not this file.
+    if (stats.ino !== ino || stats.nlink === 0 || !stats.isFile()) return 0;
+    if (stats.size > MAX_JOURNAL_BYTES) {
+      await setAside(`it is ${stats.size} bytes, over the ${MAX_JOURNAL_BYTES}-byte bound`, true);
+      return 0;
     }
     const pending = new Map<string, IntentLine>();
     let unreadable = 0;
     let text: string;
     try {
-      text = readFileSync(claimed, "utf8");
-    } catch {
-      continue;
+      text = await handle.readFile("utf8");
+    } catch (error) {
+      await setAside(`it cannot be read (error ${code(error)})`, true);
+      return 0;
     }
     const lines = text.split("\n");
     for (const [index, raw] of lines.entries()) {
@@ -244,12 +348,21 @@ export async function recoverIntents(dir: string, options: RecoverOptions): Prom
       else if (typeof entry.intent === "string") pending.set(entry.intent, entry as IntentLine);
       else unreadable++;
     }
-    if (unreadable > 0) options.notice({ kind: "unreadable lines", file: path, lines: unreadable });
-    if (pending.size > 0) outcomes ??= options.outcomes();
+    if (unreadable > 0) once(path, { kind: "unreadable lines", file: path, lines: unreadable });
+    const outcomes =
+      pending.size > 0 ? await options.outcomes(new Set(pending.keys())) : new Set<string>();
+    let recovered = 0;
+    let allWritten = true;
+    const handed = options.handed ?? new Set<string>();
+    const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
     for (const intent of pending.values()) {
-      if (outcomes?.has(intent.intent)) continue;
-      const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
-      await options.recover(
+      if (outcomes.has(intent.intent)) continue;
+      if (handed.has(intent.intent)) {
+        allWritten = false;
+        continue;
+      }
+      handed.add(intent.intent);
+      const written = await options.recover(
         {
           store_id: str(intent.store_id),
           sku: str(intent.sku),
@@ -257,30 +370,55 @@ export async function recoverIntents(dir: string, options: RecoverOptions): Prom
           reason: str(intent.reason),
         },
         intent.intent,
-        typeof intent.ts === "string" ? intent.ts : new Date(stats.mtimeMs).toISOString(),
+        typeof intent.ts === "string" ? intent.ts : stats.mtime.toISOString(),
       );
-      outcomes?.add(intent.intent);
+      if (written) handed.delete(intent.intent);
+      else allWritten = false;
       recovered++;
     }
-    try {
-      unlinkSync(claimed);
-    } catch {
-      // Already gone.
+    // Kept while a line waits for the disk: killed meanwhile, the next server recovers it.
+    if (allWritten) {
+      try {
+        await unlink(path);
+      } catch {
+        // Already gone.
+      }
     }
+    return recovered;
+  } finally {
+    await lock?.release();
+    await handle.close().catch(() => {});
   }
-  return recovered;
 }
 
-/** The request ids of audit.log's lines (`req=<id>`), for recovery's "already has an outcome". */
-export function auditedRequestIds(auditPath: string): Set<string> {
-  const ids = new Set<string>();
-  let text: string;
+/**
+ * Which of `ids` audit.log already has an outcome line for (`req=<id>`), read as a stream: time
+ * grows with the file, memory does not, and the event loop keeps serving meanwhile.
+ */
+export async function auditedRequestIds(
+  auditPath: string,
+  ids: ReadonlySet<string>,
+): Promise<Set<string>> {
+  const found = new Set<string>();
+  let handle: FileHandle;
   try {
-    if (!lstatSync(auditPath).isFile()) return ids;
-    text = readFileSync(auditPath, "utf8");
+    if (!(await lstat(auditPath)).isFile()) return found;
+    handle = await open(auditPath, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch {
-    return ids;
+    return found;
   }
-  for (const match of text.matchAll(/ req=(\S+)/g)) ids.add(match[1] as string);
-  return ids;
+  try {
+    const lines = createInterface({ input: handle.createReadStream(), crlfDelay: Infinity });
+    for await (const line of lines) {
+      for (const match of line.matchAll(/ req=(\S+)/g)) {
+        if (ids.has(match[1] as string)) found.add(match[1] as string);
+      }
+      if (found.size === ids.size) break;
+    }
+  } catch {
+    // Unreadable midway: what was found stands; the rest may get an UNCERTAIN (the safe side).
+  } finally {
+    await handle.close().catch(() => {});
+  }
+  return found;
 }

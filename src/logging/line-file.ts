@@ -1,4 +1,13 @@
-import { closeSync, fdatasyncSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  fdatasyncSync,
+  fstatSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  writeSync,
+} from "node:fs";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { dirname } from "node:path";
 
@@ -7,10 +16,23 @@ export type Warn = (message: string, fields: Record<string, unknown>) => void;
 interface Pending {
   data: string;
   durable: boolean;
-  done: () => void;
+  /** The first attempt's result: whole on disk, or not (yet). */
+  done: (written: boolean) => void;
+  /** Called once the line is whole on disk (at once, or on a later attempt). */
+  written?: () => void;
 }
 
-// After a failed open, wait this long before trying again (the directory may be fixed).
+export interface AppendOptions {
+  /** Resolve only after the line is synced to disk. */
+  durable?: boolean;
+  /** Called once the line is whole on disk, at once or when a later attempt writes it. */
+  written?: () => void;
+}
+
+/** At most this many lines wait for the disk to take them again; older ones are dropped first. */
+const MAX_RETAINED = 10_000;
+
+// After a failed open or write, wait this long before trying again (the directory may be fixed).
 const REOPEN_AFTER_MS = 5_000;
 
 /**
@@ -20,10 +42,13 @@ const REOPEN_AFTER_MS = 5_000;
  *   commit), so concurrent records never interleave or tear, and one fdatasync covers them all.
  * - `append(line, { durable: true })` resolves only after the line is on disk; plain lines are
  *   handed to the OS and not synced, which keeps the cost off the read paths.
+ * - A line is on disk whole or not at all: a write cut short (ENOSPC) is cut back to where it
+ *   started before anything else is appended, so no line is torn and none is joined to another.
  * - Never throws and never rejects. Any failure (directory missing and uncreatable, a file where
- *   the directory should be, no permission, ENOSPC) is reported ONCE per file through `warn`;
- *   later lines are dropped or, if the problem clears, written again. A later, new problem (after
- *   a successful write) is reported again.
+ *   the directory should be, no permission, ENOSPC) is reported ONCE per file through `warn`.
+ *   With `retain`, lines that could not be written wait (up to MAX_RETAINED) and are written,
+ *   first and in order, once the file takes lines again; otherwise they are dropped. A later, new
+ *   problem (after a successful write) is reported again.
  * - The file deleted under it (`rm -rf` of the log directory) is noticed after the next write:
  *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It
  *   reopens (recreating the directory), writes those lines again into the new file, and warns.
@@ -42,19 +67,30 @@ export class LineFile {
   #warned = false;
   #closed = false;
 
-  constructor(path: string, warn: Warn) {
+  readonly #retain: boolean;
+  /** Lines a failed attempt left, written before any newer line. */
+  #retained: Pending[] = [];
+  #retry: NodeJS.Timeout | undefined;
+
+  constructor(path: string, warn: Warn, options: { retain?: boolean } = {}) {
     this.path = path;
     this.#warn = warn;
+    this.#retain = options.retain === true;
   }
 
-  /** Queues one line (without its newline). Resolves when written (and synced, if durable). */
-  append(line: string, options: { durable?: boolean } = {}): Promise<void> {
+  /**
+   * Queues one line (without its newline). Resolves once attempted: true when it is whole on
+   * disk (and synced, if durable), false when it is not (yet: see `retain`).
+   */
+  append(line: string, options: AppendOptions = {}): Promise<boolean> {
+    const durable = options.durable === true;
     if (this.#closed) {
-      this.#appendNow(`${line}\n`, options.durable === true);
-      return Promise.resolve();
+      const written = this.#appendNow(`${line}\n`, durable);
+      if (written) options.written?.();
+      return Promise.resolve(written);
     }
-    return new Promise<void>((done) => {
-      this.#queue.push({ data: `${line}\n`, durable: options.durable === true, done });
+    return new Promise<boolean>((done) => {
+      this.#queue.push({ data: `${line}\n`, durable, done, written: options.written });
       this.#flushing ??= this.#drain();
     });
   }
@@ -65,25 +101,40 @@ export class LineFile {
    */
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#retry);
     // A drain started before close() may still pick up lines queued before it: wait for them all.
     while (this.#flushing) await this.#flushing;
     const handle = this.#handle;
     this.#handle = undefined;
     await handle?.close().catch(() => {});
+    // A last try for lines the disk refused; what still fails is left to the intent journal.
+    const retained = this.#retained;
+    this.#retained = [];
+    for (const pending of retained) {
+      if (this.#appendNow(pending.data, pending.durable)) pending.written?.();
+    }
   }
 
   /** One whole line, written (and synced) before returning; for lines made after close(). */
-  #appendNow(data: string, durable: boolean): void {
+  #appendNow(data: string, durable: boolean): boolean {
     let fd: number | undefined;
     try {
       mkdirSync(dirname(this.path), { recursive: true });
-      fd = openSync(this.path, "a", 0o640);
-      // writeFileSync on a descriptor writes all of it, looping over short writes.
-      writeFileSync(fd, data);
+      fd = openSync(this.path, "a+", 0o640);
+      const buffer = Buffer.from(data, "utf8");
+      let offset = 0;
+      try {
+        while (offset < buffer.length) offset += writeSync(fd, buffer, offset);
+      } catch (error) {
+        undoTornSync(fd, buffer, offset);
+        throw error;
+      }
       if (durable) fdatasyncSync(fd);
       this.#warned = false;
+      return true;
     } catch (error) {
       this.#fail(error);
+      return false;
     } finally {
       if (fd !== undefined) {
         try {
@@ -94,24 +145,55 @@ export class LineFile {
   }
 
   async #drain(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const batch = this.#queue;
+    while (this.#queue.length > 0 || this.#dueRetained()) {
+      // Lines a failed attempt left go first, so the file keeps the order lines were made in.
+      const batch = this.#retained.concat(this.#queue);
+      this.#retained = [];
       this.#queue = [];
+      let written = false;
       try {
-        await this.#write(batch);
+        written = await this.#write(batch);
       } catch (error) {
         this.#fail(error);
-      } finally {
-        for (const pending of batch) pending.done();
       }
+      for (const pending of batch) {
+        if (written) pending.written?.();
+        pending.done(written);
+      }
+      if (!written && this.#retain) this.#keep(batch);
+      if (!written) break;
     }
     // Cleared in the same tick as the empty-queue check, so no append can be left unflushed.
     this.#flushing = undefined;
+    if (this.#queue.length > 0) this.#flushing = this.#drain();
   }
 
-  async #write(batch: Pending[]): Promise<void> {
+  /** Retained lines are retried with the next line, or after REOPEN_AFTER_MS on their own. */
+  #dueRetained = (): boolean => this.#retained.length > 0 && this.#retry === undefined;
+
+  #keep(batch: Pending[]): void {
+    const noop = (): void => {};
+    this.#retained = batch.map((pending) => ({ ...pending, done: noop }));
+    const over = this.#retained.length - MAX_RETAINED;
+    if (over > 0) {
+      this.#retained.splice(0, over);
+      this.#report(
+        `log file ${this.path}: ${over} lines waiting for the disk were dropped`,
+        "ENOSPC",
+      );
+    }
+    clearTimeout(this.#retry);
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      this.#flushing ??= this.#drain();
+    }, REOPEN_AFTER_MS);
+    this.#retry.unref();
+  }
+
+  /** Whether the batch is whole on disk. */
+  async #write(batch: Pending[]): Promise<boolean> {
     let handle = await this.#open();
-    if (!handle) return;
+    if (!handle) return false;
     const buffer = Buffer.from(batch.map((p) => p.data).join(""), "utf8");
     await writeAll(handle, buffer);
     // nlink 0: the file was deleted while open, so these lines went nowhere readable.
@@ -120,7 +202,7 @@ export class LineFile {
       await handle.close().catch(() => {});
       // Reported after the fact, so the warning says what happened: rewritten, or dropped.
       handle = await this.#open("it was deleted");
-      if (!handle) return;
+      if (!handle) return false;
       await writeAll(handle, buffer);
       this.#report(
         `log file ${this.path} was deleted; it was recreated and its lines are written there`,
@@ -130,6 +212,7 @@ export class LineFile {
     if (batch.some((p) => p.durable)) await handle.datasync();
     // Written: a later, different problem deserves its own warning.
     this.#warned = false;
+    return true;
   }
 
   /** `incident`: what led here, to open the warning if this fails too. */
@@ -138,7 +221,7 @@ export class LineFile {
     if (Date.now() - this.#openFailedAt < REOPEN_AFTER_MS) return undefined;
     try {
       await mkdir(dirname(this.path), { recursive: true });
-      this.#handle = await open(this.path, "a", 0o640);
+      this.#handle = await open(this.path, "a+", 0o640);
       return this.#handle;
     } catch (error) {
       this.#openFailedAt = Date.now();
@@ -163,7 +246,7 @@ export class LineFile {
         : `error ${code}`;
     this.#report(
       `cannot write log file ${this.path}: ${incident === undefined ? "" : `${incident}, and `}` +
-        `${cause}; its lines are being dropped until that is fixed; the service carries on`,
+        `${cause}; its lines ${this.#retain ? "wait in memory until that is fixed, then are written" : "are being dropped until that is fixed"}; the service carries on`,
       code,
     );
   }
@@ -180,12 +263,38 @@ export class LineFile {
   }
 }
 
-/** A regular file takes the whole buffer in one write; the loop only covers a short write. */
+/**
+ * A regular file takes the whole buffer in one write; a short write (the disk filled up) is
+ * finished or, failing that, cut back (see undoTornSync), so the file never ends mid-line.
+ */
 async function writeAll(handle: FileHandle, buffer: Buffer): Promise<void> {
   let offset = 0;
-  while (offset < buffer.length) {
-    const { bytesWritten } = await handle.write(buffer, offset, buffer.length - offset);
-    if (bytesWritten <= 0) throw new Error("short write");
-    offset += bytesWritten;
+  try {
+    while (offset < buffer.length) {
+      const { bytesWritten } = await handle.write(buffer, offset, buffer.length - offset);
+      if (bytesWritten <= 0) throw Object.assign(new Error("short write"), { code: "ENOSPC" });
+      offset += bytesWritten;
+    }
+  } catch (error) {
+    undoTornSync(handle.fd, buffer, offset);
+    throw error;
+  }
+}
+
+/**
+ * Removes the `written` bytes of `buffer` a failed append left at the end of the file. Only if
+ * they are still its last bytes (read back): another process appending to the same file since
+ * must not lose its line. Best effort: a file it cannot cut is reported by the caller's failure.
+ */
+function undoTornSync(fd: number, buffer: Buffer, written: number): void {
+  if (written <= 0) return;
+  try {
+    const size = fstatSync(fd).size;
+    if (size < written) return;
+    const tail = Buffer.alloc(written);
+    readSync(fd, tail, 0, written, size - written);
+    if (tail.equals(buffer.subarray(0, written))) ftruncateSync(fd, size - written);
+  } catch {
+    // Opened append-only for writing: cannot read back, so it is left (and reported) as is.
   }
 }

@@ -10,7 +10,8 @@ import {
 import { IntentJournal } from "./intents.js";
 import { LineFile, type Warn } from "./line-file.js";
 import { opsLog } from "./ops.js";
-import type { AuditOutcome, CallRecorder } from "./records.js";
+import type { AuditOutcome, AuditRecord, CallRecorder } from "./records.js";
+import type { TraceFields } from "./trace-context.js";
 
 export const TRACE_FILE = "trace.jsonl";
 export const AUDIT_FILE = "audit.log";
@@ -35,6 +36,18 @@ export interface RecorderOptions {
 
 /** A CallRecorder that can be drained before the process exits. */
 export interface Recorder extends CallRecorder {
+  /**
+   * As CallRecorder's, resolving to whether the line is whole on disk now (false: the disk
+   * refused it; it is retried, and the intent journal covers a kill meanwhile).
+   */
+  audit(record: AuditRecord, context?: TraceFields): Promise<boolean>;
+  /**
+   * Creates and locks the write-intent journal (before serving). Resolves to why it cannot
+   * lock, or undefined (locked, or no files).
+   */
+  startJournal(): Promise<string | undefined>;
+  /** The journal's path, once it exists. */
+  journalPath(): string | undefined;
   /** Waits for queued lines, then closes the files. */
   close(): Promise<void>;
 }
@@ -58,7 +71,10 @@ export function createRecorder(options: RecorderOptions): Recorder {
   const warn = options.warn ?? defaultWarn;
   const filesOn = options.files !== false;
   const traceFile = filesOn ? new LineFile(join(options.dir, TRACE_FILE), warn) : undefined;
-  const auditFile = filesOn ? new LineFile(join(options.dir, AUDIT_FILE), warn) : undefined;
+  // Audit lines the disk refuses wait and are written when it takes lines again.
+  const auditFile = filesOn
+    ? new LineFile(join(options.dir, AUDIT_FILE), warn, { retain: true })
+    : undefined;
   const emit = options.structured ? guardSink(options.structured, warn) : undefined;
   const warnOnce = onceEach(warn);
   const journal = filesOn ? new IntentJournal(options.dir, warn) : undefined;
@@ -93,10 +109,15 @@ export function createRecorder(options: RecorderOptions): Recorder {
           context,
           true,
         );
-        await auditFile?.append(line, { durable: !NOT_SYNCED.has(r.outcome) });
-        journal?.end(record.request_id);
+        if (!auditFile) return true;
+        // The intent ends only once its line is whole on disk, now or when the disk takes it.
+        return await auditFile.append(line, {
+          durable: !NOT_SYNCED.has(r.outcome),
+          written: () => journal?.end(record.request_id),
+        });
       } catch (error) {
         warnOnce("audit", error);
+        return false;
       }
     },
     intend(requestId, fields, context) {
@@ -122,6 +143,10 @@ export function createRecorder(options: RecorderOptions): Recorder {
         warnOnce("audit", error);
       }
     },
+    async startJournal() {
+      return journal?.start();
+    },
+    journalPath: () => journal?.path,
     async close() {
       await Promise.all([traceFile?.close(), auditFile?.close()]);
       journal?.close();

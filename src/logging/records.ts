@@ -48,8 +48,11 @@ export type IntentFields = Pick<AuditRecord, "store_id" | "sku" | "quantity" | "
 export interface CallRecorder {
   /** `context`: the request's Cloud Trace fields, for the structured line (HTTP mode). */
   trace(record: TraceRecord, context?: TraceFields): void;
-  /** Resolves once the record is durable (for CREATED: on disk) or has been given up on. */
-  audit(record: AuditRecord, context?: TraceFields): Promise<void>;
+  /**
+   * Resolves once the record is durable (for CREATED: on disk) or has been given up on; a
+   * recorder that writes files says whether the line is whole on disk (see Recorder).
+   */
+  audit(record: AuditRecord, context?: TraceFields): Promise<boolean | void>;
   /**
    * A write is being handed to StoreLink (synchronously durable, before it is sent): its audit
    * line, keyed by the same request id, is its outcome. See logging/intents.ts.

@@ -143,13 +143,14 @@ describe("the log directory vanishing mid-run", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now() + 60_000);
     expect(await order(4)).toBe("RPL-47-004");
-    expect(createdIn(await auditLines())).toEqual(["RPL-47-004"]);
+    // The lines the disk could not take waited, and went first, in order: none is lost.
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-002", "RPL-47-003", "RPL-47-004"]);
     expect(auditWarnings()).toHaveLength(1);
   });
 });
 
 describe("the log-directory warning tells the truth", () => {
-  it("directory replaced by a file: says lines are dropped until fixed, and they are; then resume", async () => {
+  it("directory replaced by a file: says audit lines wait until fixed, and they do; then all are written", async () => {
     await order(1);
     await replaceDirWithFile();
 
@@ -161,7 +162,7 @@ describe("the log-directory warning tells the truth", () => {
     expect(more).toEqual([]);
     expect(warning?.message).toBe(
       `cannot write log file ${auditFile()}: it was deleted, and log directory ${logDir} is not ` +
-        "a directory; its lines are being dropped until that is fixed; the service carries on",
+        "a directory; its lines wait in memory until that is fixed, then are written; the service carries on",
     );
     expect(warning?.message).not.toMatch(/recreat|writing there/);
     // Reality matches: nothing was recreated or written anywhere.
@@ -174,7 +175,7 @@ describe("the log-directory warning tells the truth", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now() + 60_000);
     expect(await order(4)).toBe("RPL-47-004");
-    expect(createdIn(await auditLines())).toEqual(["RPL-47-004"]);
+    expect(createdIn(await auditLines())).toEqual(["RPL-47-002", "RPL-47-003", "RPL-47-004"]);
   });
 
   it("a file where the directory should be from the start: the same truthful warning", async () => {
@@ -182,7 +183,7 @@ describe("the log-directory warning tells the truth", () => {
     expect(await order(1)).toBe("RPL-47-001");
     expect(auditWarnings().map((w) => w.message)).toEqual([
       `cannot write log file ${auditFile()}: log directory ${logDir} is not a directory; its ` +
-        "lines are being dropped until that is fixed; the service carries on",
+        "lines wait in memory until that is fixed, then are written; the service carries on",
     ]);
     expect(await readFile(logDir, "utf8")).toBe("not a directory");
   });

@@ -283,9 +283,7 @@ describe("a broken log directory", () => {
     await recorder.close();
     expect(warnings.map((w) => w.fields.file).sort()).toEqual([
       join(notADir, "audit.log"),
-      expect.stringMatching(
-        new RegExp(`^${notADir}/intents-\\d+-${process.pid}-[0-9a-f]{16}\\.jsonl$`),
-      ),
+      expect.stringMatching(new RegExp(`^${notADir}/intents-[0-9a-f]{16}\\.unlocked\\.jsonl$`)),
       join(notADir, "trace.jsonl"),
     ]);
   });

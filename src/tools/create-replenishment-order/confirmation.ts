@@ -125,7 +125,7 @@ export async function askBuyer(
   rounds: Rounds,
   store: Store,
   item: Sku,
-  unanswered: (error: ToolError) => Promise<void>,
+  unanswered: (error: ToolError) => Promise<unknown>,
 ): Promise<never> {
   const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
