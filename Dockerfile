@@ -27,6 +27,6 @@ USER node
 EXPOSE 8080
 # Exec form: node is PID 1 and receives Cloud Run's SIGTERM itself (npm would swallow it).
 # A fixed 8 MB young generation: V8's default grows each semi-space from 1 to 16 MB, which costs
-# scavenges while the modules load and ~15 MB of RSS under load. See BENCHMARKS.md;
+# scavenges while the modules load and ~15 MB of RSS under load. See docs/performance.md;
 # `npm run start:http` and `npm run bench` run this same command.
 CMD ["node", "--min-semi-space-size=8", "--max-semi-space-size=8", "dist/http.js"]

@@ -25,8 +25,22 @@ export const CREDENTIAL_VALUES: readonly RegExp[] = [
   // `Authorization: Basic <base64>` (and a bare `Basic <base64>` holding a digit, + / or =).
   /\bAuthorization\s*:\s*Basic\s+[A-Za-z0-9+/]+=*/gi,
   /\bBasic\s+(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{8,}=*/g,
-  // `password=…`, `api_key: …` and the like inside free text: the value, to the next separator.
-  /\b(?:password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|client[_-]?secret)\s*[=:]\s*[^\s&,;"'<>]+/gi,
+  // `password=…`, `api_key: …`, Azure's `AccountKey=…` / `SharedAccessKey=…` and the like inside
+  // free text (a JSON pair's quotes too): the value, to the next separator.
+  /\b(?:password|passwd|pwd|api[_-]?key|apikey|access[_-]?token|client[_-]?secret|account[_-]?key|shared[_-]?access[_-]?key)["']?\s*[=:]\s*["']?[^\s&,;"'<>]+/gi,
+  // `secret=…` (also `jwt_secret`, `SECRET_KEY`): the value, whatever it is. `secret: …` is prose
+  // as often as YAML ("the secret: we ran out"), so after a colon only a value shaped like a
+  // credential goes: 8 characters or more, holding a digit, one of _ + / =, or a lower-case letter
+  // before a capital. The shape is looked for within 200 characters, so a run of `secret:` costs
+  // a bounded look each, not the rest of the run.
+  /(?<![A-Za-z0-9])secret(?:[_-]?key)?["']?\s*=\s*["']?[^\s&,;"'<>]+/gi,
+  // (Case-sensitive for that last test, so the word's three spellings are listed.)
+  /(?<![A-Za-z0-9])(?:secret|Secret|SECRET)(?:[_-]?(?:key|Key|KEY))?["']?\s*:\s*["']?(?=[^\s&,;"'<>]{8})(?=[^\s&,;"'<>]{0,200}?(?:[0-9_+/=]|[a-z][A-Z]))[^\s&,;"'<>]+/g,
+  // URL userinfo (`rediss://:AUTH@host`, `https://user:pass@host`, `https://TOKEN@host`): only the
+  // userinfo goes, the scheme and host stay. It runs to the last `@` before the authority ends
+  // (a password with a bare `@`, as URL parsers read it), and can start only right after `://`,
+  // which its run cannot hold, so runs are disjoint and each is read once.
+  /(?<=[A-Za-z0-9]:\/\/)[^\s/?#]+(?=@)/g,
   // Slack incoming-webhook and workflow URLs: the path is the secret.
   /\bhttps?:\/\/hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9/_-]+/gi,
   // OpenAI / Stripe style secret keys: sk-live-…, sk-proj-…; Stripe's sk_live_…, rk_test_….
@@ -44,6 +58,10 @@ export const CREDENTIAL_VALUES: readonly RegExp[] = [
   /\bxapp-[A-Za-z0-9-]{10,}/g,
   // PEM private key blocks, to their END line, or to the end of the text when it was cut off.
   /-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:[^-]|-(?!----END ))*(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?/g,
+  // GitLab personal access tokens (glpat-, with the newer `.01.…` tail).
+  /\bglpat-[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9_-]+)*/g,
+  // npm tokens: npm_ and 36 base62 characters (npm_config_… and other words are not that).
+  /\bnpm_[A-Za-z0-9]{36,}/g,
   // StoreLink's own per-store keys (slk_<store>_…): this server's key material.
   /\bslk_[A-Za-z0-9_-]{6,}/g,
 ];
@@ -54,7 +72,7 @@ export const CREDENTIAL_VALUES: readonly RegExp[] = [
  * (ids, SKUs, tool names) take this one test instead of a dozen replace passes, on every call.
  */
 const MAY_HOLD_CREDENTIAL =
-  /bearer|basic|eyJ|sk-|sk_|rk_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[bparse]-|xapp-|PRIVATE KEY|slk_|passw|pwd|api[_-]?key|apikey|access[_-]?token|client[_-]?secret|hooks\.slack/i;
+  /bearer|basic|eyJ|sk-|sk_|rk_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[bparse]-|xapp-|PRIVATE KEY|slk_|passw|pwd|api[_-]?key|apikey|access[_-]?token|secret|account[_-]?key|shared[_-]?access[_-]?key|:\/\/|glpat-|npm_|hooks\.slack/i;
 
 /**
  * The JWT shape `redactJwts` finds, as a regex: the tests' reference for it. Not used on input:

@@ -34,12 +34,14 @@ describe("desktop bundle (korral-storelink.mcpb)", () => {
   let manifest: McpbManifestAny;
   let userConfig: { keys_file: string; log_dir: string };
   let launch: Launch;
+  let bundleBytes: number;
 
   beforeAll(async () => {
     expect(existsSync(join(ROOT, "dist/stdio.js")), "npm test builds dist/ first").toBe(true);
     work = await mkdtemp(join(tmpdir(), "korral-mcpb-test-"));
     const bundle = join(work, "korral-storelink.mcpb");
     await run(process.execPath, [join(ROOT, "scripts/pack-desktop.mjs"), bundle], { cwd: ROOT });
+    bundleBytes = statSync(bundle).size;
     unpacked = join(work, "installed");
     await run(process.execPath, [MCPB_CLI, "unpack", bundle, unpacked]);
     files = filesUnder(unpacked);
@@ -81,6 +83,41 @@ describe("desktop bundle (korral-storelink.mcpb)", () => {
       );
     }
     expect(own).toContain("dist/stdio.js");
+  });
+
+  it("is the size docs/clients.md says, packed and unpacked, and holds as many files", () => {
+    // docs/clients.md states the figures a buyer or an admin plans with; each must be within a
+    // quarter of what the bundle measures, so a dependency that doubles it makes the doc false here.
+    const clients = readFileSync(join(ROOT, "docs/clients.md"), "utf8");
+    const stated =
+      /`korral-storelink\.mcpb` \(about ([\d.]+) MB; ([\d.]+) MB and about ([\d,]+) files unpacked\)/.exec(
+        clients,
+      );
+    expect(stated, "docs/clients.md states the bundle's size and file count").not.toBeNull();
+    const [, packedMb = "", unpackedMb = "", fileCount = ""] = stated ?? [];
+    const MB = 1024 * 1024;
+    const unpackedBytes = files.reduce((sum, file) => sum + statSync(join(unpacked, file)).size, 0);
+    const measured = {
+      packedMb: bundleBytes / MB,
+      unpackedMb: unpackedBytes / MB,
+      files: files.length,
+    };
+    const docs = {
+      packedMb: Number(packedMb),
+      unpackedMb: Number(unpackedMb),
+      files: Number(fileCount.replaceAll(",", "")),
+    };
+    for (const key of Object.keys(measured) as (keyof typeof measured)[]) {
+      const ratio = docs[key] / measured[key];
+      expect(
+        ratio,
+        `${key}: the doc says ${docs[key]}, the bundle has ${measured[key]}`,
+      ).toBeGreaterThan(0.75);
+      expect(
+        ratio,
+        `${key}: the doc says ${docs[key]}, the bundle has ${measured[key]}`,
+      ).toBeLessThan(1.25);
+    }
   });
 
   it("carries no keys, logs, secrets, source, tests or source maps", () => {

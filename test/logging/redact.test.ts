@@ -41,7 +41,55 @@ const SHAPES: Record<string, string> = {
   slackWebhook: "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/XXXXXXXXXXXXXXXXXXXXXXXX",
   bearerColon: "Bearer: abc123DEF456ghi789",
   slackRotated: "xoxe.xoxp-1-Mi0yLTM0MTQwODM5NzM0OTItNDE2MjA2MjM2",
+  gitlab: "glpat-z_sxgtrfAxKr8q1TPY8Y",
+  gitlabNewer: "glpat-Ab3dEf6hIj9kLm2nOp5qRs8tUv1.01.0w1x2y3z4",
+  npm: "npm_Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78",
+  azureAccountKey:
+    "AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+  azureSharedAccessKey: "SharedAccessKey=Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv=",
+  secretColon: "secret: hunter2Secret",
+  secretMixedCase: "SECRET: hQxKpLmZwRtY",
+  secretAssignment: "secret=abc",
+  secretKeyEnv: "SECRET_KEY=correcthorsebatterystaple",
 };
+
+/** Shapes whose match leaves a word or quotes around it: the text and what it becomes. */
+const FRAMED: [string, string][] = [
+  ["Secret: 'Ab12Cd34Ef56'", `${REDACTED}'`],
+  ["jwt_secret: 9f8e7d6c5b4a", `jwt_${REDACTED}`],
+  ["webhook-secret=x", `webhook-${REDACTED}`],
+  ['"password": "hunter2Secret"', `"${REDACTED}"`],
+  ['{"client_secret":"Ab12Cd34"}', `{"${REDACTED}"}`],
+];
+
+/**
+ * URLs with userinfo: the userinfo goes and the rest of the URL stays, so an operator still sees
+ * which host was meant. Each gives the text, what must not survive, and what must.
+ */
+const URLS: [string, string, string][] = [
+  [
+    "rediss://:Ab12Cd34-AUTH-string@10.0.0.3:6378",
+    "Ab12Cd34-AUTH-string",
+    "rediss://[REDACTED]@10.0.0.3:6378",
+  ],
+  [
+    "redis://default:hunter2@redis.internal:6379/0",
+    "hunter2",
+    "redis://[REDACTED]@redis.internal:6379/0",
+  ],
+  [
+    "https://deploy:p4ss@word@git.example.com/x.git",
+    "ss@word",
+    "https://[REDACTED]@git.example.com/x.git",
+  ],
+  [
+    "https://ghx_sometokenvalue123@github.com/o/r",
+    "sometokenvalue123",
+    "https://[REDACTED]@github.com/o/r",
+  ],
+  ["postgres://app:S3cr%40t@db:5432/orders", "S3cr%40t", "postgres://[REDACTED]@db:5432/orders"],
+  ["amqps://user:pa:ss@mq.example.com", "pa:ss", "amqps://[REDACTED]@mq.example.com"],
+];
 
 describe("redactText", () => {
   for (const [name, secret] of Object.entries(SHAPES)) {
@@ -73,6 +121,38 @@ describe("redactText", () => {
       "Basic supplies ran out at store 47; buyer approved 24.",
       "The password reset desk is closed; gap of 8, buyer approved 24.",
       "Our api key rotation is next week; gap of 8 at store 47.",
+    ]) {
+      expect(redactText(reason)).toBe(reason);
+    }
+  });
+
+  it.each(FRAMED)("strips the value of %s", (text, expected) => {
+    expect(redactText(`ops pasted ${text} by mistake`)).toBe(`ops pasted ${expected} by mistake`);
+  });
+
+  it.each(URLS)("strips the userinfo of %s and keeps the rest of the URL", (url, secret, kept) => {
+    const out = redactText(`Limits store ${url} refused us; retrying`);
+    expect(out).toBe(`Limits store ${kept} refused us; retrying`);
+    expect(out).not.toContain(secret);
+  });
+
+  it("keeps the words that look like the new shapes but are not", () => {
+    for (const reason of [
+      // `secret:` in prose: short words, plain words, numbers, all capitals.
+      "The secret: we ran out of stock twice; buyer approved 24.",
+      "Top secret: promotion starts Friday at store 47, approved 24.",
+      "Secret: 24 units held back for the launch; gap of 8.",
+      "secret: everything sold before noon; SECRET: IMPORTANT restock.",
+      "Secretary: Jane approved 24; our secrets: none, secret sauce: ketchup.",
+      // npm's environment and folder names.
+      "npm_config_cache and npm_package_version were unset; node_modules rebuilt; npm_modules too.",
+      // URLs and addresses without userinfo.
+      "See https://status.example.com/incidents/47 and write to ops@example.com about it.",
+      "Ticket https://jira.example.com/browse/OPS-47?assignee=ops@example.com#c12 for the gap.",
+      "Catalogue at https://example.com/items/@store47 lists 8847291.",
+      // Words around the other new shapes.
+      "The account key holder at store 47 and the glpat- prefix doc; gap of 8.",
+      "Our shared access key policy changes next week; gap of 8 at store 47.",
     ]) {
       expect(redactText(reason)).toBe(reason);
     }
@@ -166,6 +246,18 @@ describe("redact", () => {
     );
   });
 
+  it("never lets a URL's userinfo through, whatever surrounds it", () => {
+    const url = fc.constantFrom(...URLS);
+    const filler = fc.stringMatching(/^[ a-z0-9.,;:()@]{0,20}$/);
+    fc.assert(
+      fc.property(filler, url, filler, (before, [text, secret], after) => {
+        const out = JSON.stringify(redact({ reason: `${before} ${text} ${after}` }));
+        expect(out).not.toContain(secret);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("skips no string a full pass would change (the cheap pre-check is a superset)", () => {
     // Every pattern in redactText's order: Bearer, then JWTs (as a regex here), then the rest.
     const [bearer, ...rest] = CREDENTIAL_VALUES;
@@ -205,9 +297,26 @@ describe("redact", () => {
       "_eyJ",
       "-----BEGIN PRIVATE KEY-----",
       "-----END PRIVATE KEY-----",
+      "glpat-",
+      "GLPAT-",
+      "npm_",
+      "NPM_",
+      "AccountKey=",
+      "accountkey: ",
+      "SharedAccessKey=",
+      "secret: ",
+      "Secret:",
+      "SECRET_KEY=",
+      "jwt_secret=",
+      '"secret": "',
+      "https://",
+      "rediss://:",
+      "redis://user:",
+      "://",
+      "@",
       "",
     );
-    const tail = fc.stringMatching(/^[A-Za-z0-9_.\-=+/~]{0,40}$/);
+    const tail = fc.stringMatching(/^[A-Za-z0-9_.\-=+/~:@]{0,40}$/);
     const filler = fc.stringMatching(/^[ a-zA-Z0-9.,;:()_-]{0,12}$/);
     fc.assert(
       fc.property(fc.array(fc.tuple(filler, prefix, tail), { maxLength: 4 }), (parts) => {

@@ -58,6 +58,16 @@ const PIECES = [
   "\ud83d",
   "\u200e",
   "\u3164",
+  "://",
+  "a://",
+  "a:a:",
+  "a:a:a:@",
+  "@",
+  "glpat-",
+  "npm_",
+  "AccountKey=",
+  "secret:",
+  "Secret: a",
 ];
 /** What may end a run, so that a pattern that matched the run so far fails at the end. */
 const ENDS = ["", "a", "!", " ", "\u0000", "é", "$", "."];
@@ -89,7 +99,52 @@ function cpuTimeOf(check: (text: string) => unknown, text: string): number {
 const run = (piece: string, end: string, length: number): string =>
   piece.repeat(Math.ceil(length / piece.length)).slice(0, length) + end;
 
+/**
+ * The credential shapes that read a run up to a late anchor (a URL's userinfo to its `@`, a
+ * `secret:` value to its credential-shaped character): each of their runs, after every opening,
+ * before every end, none left to the sampling above, and twice as long, so a quadratic pattern
+ * with a cheap step still costs seconds.
+ */
+const REDACTION_LENGTH = 2 * LENGTH;
+const REDACTION_RUNS = [
+  "://",
+  "a://",
+  "a:",
+  "a:a:a:@",
+  "@",
+  "a@",
+  "a:/",
+  "a://a:",
+  "a://a:@",
+  "https://u:p@",
+  "secret:",
+  "secret: ",
+  "Secret:a",
+  "secret:a1",
+  "secret=",
+  "glpat-",
+  "glpat-a.",
+  "npm_",
+  "npm_a",
+  "AccountKey=",
+];
+const REDACTION_OPENINGS = ["", "x://", "secret: "];
+const REDACTION_ENDS = ["", "@", " "];
+
 describe("no input costs more than linear time", () => {
+  it("credential redaction, on every run of the late-anchored shapes", () => {
+    for (const piece of REDACTION_RUNS) {
+      for (const start of REDACTION_OPENINGS) {
+        for (const end of REDACTION_ENDS) {
+          const text = start + run(piece, end, REDACTION_LENGTH);
+          expect(cpuTimeOf(redactText, text), JSON.stringify(start + piece + end)).toBeLessThan(
+            CEILING_CPU_MS,
+          );
+        }
+      }
+    }
+  });
+
   it.each(CHECKS)("%s", (_name, check) => {
     fc.assert(
       fc.property(
