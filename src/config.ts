@@ -107,6 +107,13 @@ const schema = z.object({
   /** The deadline of each limits-store command: past it, writes are refused (fail closed). */
   KORRAL_REDIS_TIMEOUT_MS: z.coerce.number().int().min(10).max(5_000).default(300),
   /**
+   * How long a limits store not reached since start may stay so before the ops log's
+   * `limits store unreachable` line: Direct VPC egress can take up to a minute at an instance's
+   * start. A store lost after it answered, or refusing the certificate or the AUTH string, is
+   * said at once.
+   */
+  KORRAL_REDIS_ALERT_AFTER_MS: z.coerce.number().int().min(0).max(3_600_000).default(120_000),
+  /**
    * `per-instance`: each process counts its own orders and calls, on purpose (one instance).
    * Needed only on HTTP with NODE_ENV=production and no KORRAL_REDIS_URL.
    */
@@ -175,6 +182,8 @@ export type Config = Readonly<{
   /** Set: the limits are the fleet's, on this Redis (see KORRAL_REDIS_URL); a secret. */
   redisUrl: string | undefined;
   redisTimeoutMs: number;
+  /** See KORRAL_REDIS_ALERT_AFTER_MS. */
+  redisAlertAfterMs: number;
   /** Whether the operator said the limits are meant per instance. */
   limitsPerInstance: boolean;
   shutdownGraceMs: number;
@@ -376,6 +385,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
     rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,
     redisUrl: c.KORRAL_REDIS_URL,
     redisTimeoutMs: c.KORRAL_REDIS_TIMEOUT_MS,
+    redisAlertAfterMs: c.KORRAL_REDIS_ALERT_AFTER_MS,
     limitsPerInstance: c.KORRAL_LIMITS === "per-instance",
     shutdownGraceMs: c.KORRAL_SHUTDOWN_GRACE_MS,
   };

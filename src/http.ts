@@ -5,6 +5,7 @@ import { type Config, ConfigError, loadConfig, storelinkInUse } from "./config.j
 import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
 import { drainAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
+import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
 import type { ServerDeps } from "./tools/define.js";
 
@@ -19,10 +20,12 @@ export function serve(
   afterClose?: () => Promise<void>,
 ): HttpServer {
   const storelink = storelinkInUse(config);
+  const shared = sharedLimitsFor(config);
   const app = createApp(deps, {
     allowedHosts: allowedHostsFor(config),
     allowedOrigins: config.allowedOrigins,
     storelink,
+    ...(shared ? { limits: shared.health } : {}),
   });
   // Express 5 hands a listen error to this callback; without a check it crashed on a null address.
   const listener = app.listen(config.port, config.host, (error?: Error) => {

@@ -10,14 +10,18 @@ import type { RedisLimits } from "./redis.js";
 let shared: { url: string; limits: RedisLimits } | undefined;
 
 export async function connectSharedLimits(
-  config: Pick<Config, "redisUrl" | "redisTimeoutMs">,
+  config: Pick<Config, "redisUrl" | "redisTimeoutMs"> & Partial<Pick<Config, "redisAlertAfterMs">>,
 ): Promise<RedisLimits | undefined> {
   if (config.redisUrl === undefined) return undefined;
   if (shared?.url !== config.redisUrl) {
     const { connectRedisLimits } = await import("./redis.js");
     let limits: RedisLimits;
     try {
-      limits = connectRedisLimits({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs });
+      limits = connectRedisLimits({
+        url: config.redisUrl,
+        timeoutMs: config.redisTimeoutMs,
+        ...(config.redisAlertAfterMs === undefined ? {} : { warmupMs: config.redisAlertAfterMs }),
+      });
     } catch (error) {
       // config.ts checks the client's URL rules; should the client refuse one still, the start
       // stops naming the variable, never quoting the client's message (it may hold the URL).
