@@ -8,7 +8,7 @@ import {
   startRedis,
   TEST_REDIS_PASSWORD,
 } from "../helpers/redis.js";
-import { runToExit } from "../helpers/spawn.js";
+import { spawnDist } from "../helpers/spawn.js";
 
 /**
  * The cap's slots are keys with a TTL: under any maxmemory-policy but noeviction, Redis may
@@ -23,6 +23,19 @@ afterAll(async () => {
   for (const limits of opened) await limits.close();
   await Promise.all(running.map((redis) => redis.kill()));
 });
+
+/**
+ * Runs a built entry to its exit; the guard only ends a server that never stops (a failure),
+ * generous because the refusal needs a connection and a reply on a busy machine.
+ */
+async function runToExit(entry: string, env: Record<string, string>) {
+  const run = spawnDist(entry, { PORT: "0", HOST: "127.0.0.1", ...env });
+  run.child.stdin?.end();
+  const guard = setTimeout(() => run.child.kill("SIGKILL"), 60_000);
+  const code = await run.exit;
+  clearTimeout(guard);
+  return { code, stderr: run.stderr(), stdout: run.stdout() };
+}
 
 async function redisWith(policy: string): Promise<RunningRedis> {
   const redis = await startRedis({ maxmemoryPolicy: policy });
@@ -47,6 +60,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store's eviction policy", () => {
       expect(run.stderr + run.stdout).not.toContain(TEST_REDIS_PASSWORD);
       expect(run.stderr).not.toContain("listening on HTTP");
     },
+    90_000,
   );
 
   it("dist/stdio.js refuses it too, stdout untouched", async () => {
@@ -58,7 +72,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store's eviction policy", () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("maxmemory-policy is volatile-lfu");
     expect(run.stdout).toBe("");
-  });
+  }, 90_000);
 
   it("no slot is ever taken on such a store, and writes stay refused", async () => {
     const redis = await redisWith("volatile-lru");
