@@ -99,10 +99,20 @@ const schema = z.object({
    */
   KORRAL_REDIS_URL: z
     .string()
-    .refine(isRedisUrl, "must be a redis:// or rediss:// URL (its text is not repeated here)")
+    .superRefine((value, ctx) => {
+      const problem = redisUrlProblem(value);
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+    })
     .optional(),
   /** The deadline of each limits-store command: past it, writes are refused (fail closed). */
   KORRAL_REDIS_TIMEOUT_MS: z.coerce.number().int().min(10).max(5_000).default(300),
+  /**
+   * How long a limits store not reached since start may stay so before the ops log's
+   * `limits store unreachable` line: Direct VPC egress can take up to a minute at an instance's
+   * start. A store lost after it answered, or refusing the certificate or the AUTH string, is
+   * said at once.
+   */
+  KORRAL_REDIS_ALERT_AFTER_MS: z.coerce.number().int().min(0).max(3_600_000).default(120_000),
   /**
    * `per-instance`: each process counts its own orders and calls, on purpose (one instance).
    * Needed only on HTTP with NODE_ENV=production and no KORRAL_REDIS_URL.
@@ -172,18 +182,47 @@ export type Config = Readonly<{
   /** Set: the limits are the fleet's, on this Redis (see KORRAL_REDIS_URL); a secret. */
   redisUrl: string | undefined;
   redisTimeoutMs: number;
+  /** See KORRAL_REDIS_ALERT_AFTER_MS. */
+  redisAlertAfterMs: number;
   /** Whether the operator said the limits are meant per instance. */
   limitsPerInstance: boolean;
   shutdownGraceMs: number;
 }>;
 
-function isRedisUrl(value: string): boolean {
+/**
+ * Why the Redis client could not use `value`, or undefined: the rules of node-redis's own URL
+ * parser (`RedisClient.parseURL`), checked here so a URL it would refuse stops the start with the
+ * variable named. The reasons never quote the URL (it holds the AUTH string).
+ */
+export function redisUrlProblem(value: string): string | undefined {
+  const SCHEME = "must be a redis:// or rediss:// URL (its text is not repeated here)";
+  let url: URL;
   try {
-    const url = new URL(value);
-    return (url.protocol === "redis:" || url.protocol === "rediss:") && url.hostname !== "";
+    url = new URL(value);
   } catch {
-    return false;
+    return SCHEME;
   }
+  if ((url.protocol !== "redis:" && url.protocol !== "rediss:") || url.hostname === "") {
+    return SCHEME;
+  }
+  const unusable = (why: string) =>
+    `the Redis client cannot use it: ${why} (its text is not repeated here)`;
+  if (url.port !== "" && Number(url.port) < 1) return unusable("its port must be 1 to 65535");
+  for (const [part, text] of [
+    ["user", url.username],
+    ["password", url.password],
+  ] as const) {
+    try {
+      decodeURIComponent(text);
+    } catch {
+      return unusable(`its ${part} has a malformed %-escape`);
+    }
+  }
+  // The path names a database (a number) or nothing; anything else the client refuses.
+  if (url.pathname.length > 1 && !/^\/\d{1,9}$/.test(url.pathname)) {
+    return unusable("its path must be empty or a database number such as /0");
+  }
+  return undefined;
 }
 
 /** The longest shutdown grace Cloud Run leaves room for (see KORRAL_SHUTDOWN_GRACE_MS). */
@@ -202,68 +241,120 @@ export function parseEnv<S extends z.ZodType>(
   env: NodeJS.ProcessEnv,
   what: string,
 ): z.infer<S> {
-  const present = Object.fromEntries(
-    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
-  );
-  // A value of only whitespace is a mistake, never "unset": " " would coerce to 0 and turn the
-  // cap, the rate limit or the grace off without a word.
-  const blank = Object.keys(envSchema instanceof z.ZodObject ? envSchema.shape : {}).filter(
-    (name) => typeof present[name] === "string" && (present[name] as string).trim() === "",
-  );
-  if (blank.length > 0) {
-    throw new ConfigError(
-      `Invalid ${what}: ${blank.map((name) => `${name}: is only whitespace; unset it or give a value`).join("; ")}`,
-    );
-  }
-  const parsed = envSchema.safeParse(present);
-  if (!parsed.success) {
-    const problems = parsed.error.issues
-      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
-      .join("; ");
-    throw new ConfigError(`Invalid ${what}: ${problems}`);
-  }
-  return parsed.data;
+  const { data, problems } = checkEnv(envSchema, env);
+  if (problems.length > 0) throw new ConfigError(`Invalid ${what}: ${problems.join("; ")}`);
+  return data;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const c = parseEnv(schema, env, "configuration");
+/**
+ * Every problem of `env` at once, and the values read with the bad variables left unset, so that
+ * the checks across variables can run too (one start tells the operator everything).
+ */
+function checkEnv<S extends z.ZodType>(
+  envSchema: S,
+  env: NodeJS.ProcessEnv,
+): { data: z.infer<S>; problems: string[]; invalid: ReadonlySet<string> } {
+  const present: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && value !== "") present[name] = value;
+  }
+  const problems: string[] = [];
+  const invalid = new Set<string>();
+  // A value of only whitespace is a mistake, never "unset": " " would coerce to 0 and turn the
+  // cap, the rate limit or the grace off without a word.
+  const names = Object.keys(envSchema instanceof z.ZodObject ? envSchema.shape : {});
+  for (const name of names) {
+    if (typeof present[name] === "string" && present[name].trim() === "") {
+      problems.push(`${name}: is only whitespace; unset it or give a value`);
+      invalid.add(name);
+    }
+  }
+  let parsed = envSchema.safeParse(withoutNames(present, invalid));
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(`${issue.path.join(".")}: ${issue.message}`);
+      invalid.add(String(issue.path[0]));
+    }
+    parsed = envSchema.safeParse(withoutNames(present, invalid));
+    if (!parsed.success) throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);
+  }
+  return { data: parsed.data, problems, invalid };
+}
+
+function withoutNames(
+  values: Record<string, string>,
+  names: ReadonlySet<string>,
+): Record<string, string> {
+  return Object.fromEntries(Object.entries(values).filter(([name]) => !names.has(name)));
+}
+
+/** Where the configuration is read: the HTTP entry has requirements of its own in production. */
+export type Entry = "http" | "stdio";
+
+/**
+ * The configuration, or a ConfigError listing every missing or invalid variable (one line), so
+ * one failed start tells the operator all of it. `entry` adds what that entry needs on its own.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry): Config {
+  const { data: c, problems, invalid } = checkEnv(schema, env);
+  /** Set, or named as invalid already: no second line about the same variable. */
+  const given = (name: keyof z.infer<typeof schema>): boolean =>
+    c[name] !== undefined || invalid.has(name);
   if (
     c.KORRAL_KEY_SOURCE === "secret-manager" &&
     c.KORRAL_SECRET_NAME_PATTERN.includes("{project}") &&
-    c.GOOGLE_CLOUD_PROJECT === undefined
+    !given("GOOGLE_CLOUD_PROJECT")
   ) {
-    throw new ConfigError(
-      "Invalid configuration: GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
+    problems.push(
+      "GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
     );
   }
   const production = c.NODE_ENV === "production";
   // Cloud Run (which sets K_SERVICE) kills the container 10 s after SIGTERM; the logs' flush needs
   // up to a second of that. A longer grace would be cut short mid-audit.
   if (env.K_SERVICE !== undefined && c.KORRAL_SHUTDOWN_GRACE_MS > CLOUD_RUN_MAX_GRACE_MS) {
-    throw new ConfigError(
-      `Invalid configuration: KORRAL_SHUTDOWN_GRACE_MS: at most ${CLOUD_RUN_MAX_GRACE_MS} on Cloud Run (K_SERVICE is set), which kills the container 10 s after SIGTERM`,
+    problems.push(
+      `KORRAL_SHUTDOWN_GRACE_MS: at most ${CLOUD_RUN_MAX_GRACE_MS} on Cloud Run (K_SERVICE is set), which kills the container 10 s after SIGTERM`,
     );
   }
   if (c.STORELINK_URL !== undefined && c.KORRAL_STORELINK === "embedded") {
-    throw new ConfigError(
-      "Invalid configuration: KORRAL_STORELINK=embedded and STORELINK_URL are both set; unset one (STORELINK_URL for the real StoreLink, KORRAL_STORELINK=embedded for the demo)",
+    problems.push(
+      "KORRAL_STORELINK=embedded and STORELINK_URL are both set; unset one (STORELINK_URL for the real StoreLink, KORRAL_STORELINK=embedded for the demo)",
     );
   }
-  if (production && c.STORELINK_URL === undefined && c.KORRAL_STORELINK === undefined) {
-    // One line, said once: an accidental demo deployment never starts.
-    throw new ConfigError(
-      "Invalid configuration: STORELINK_URL: required when NODE_ENV=production; set it to StoreLink's base URL (or set KORRAL_STORELINK=embedded to run the seeded demo StoreLink on purpose)",
+  if (production && !given("STORELINK_URL") && !given("KORRAL_STORELINK")) {
+    problems.push(
+      "STORELINK_URL: required when NODE_ENV=production; set it to StoreLink's base URL (or set KORRAL_STORELINK=embedded to run the seeded demo StoreLink on purpose)",
     );
   }
   if (c.KORRAL_REDIS_URL !== undefined && c.KORRAL_LIMITS === "per-instance") {
-    throw new ConfigError(
-      "Invalid configuration: KORRAL_LIMITS=per-instance and KORRAL_REDIS_URL are both set; unset one (KORRAL_REDIS_URL for limits shared by every replica, KORRAL_LIMITS=per-instance for one instance)",
+    problems.push(
+      "KORRAL_LIMITS=per-instance and KORRAL_REDIS_URL are both set; unset one (KORRAL_REDIS_URL for limits shared by every replica, KORRAL_LIMITS=per-instance for one instance)",
     );
   }
-  if (c.KORRAL_REDIS_URL === undefined && c.KORRAL_LIMITS === "shared") {
-    throw new ConfigError(
-      "Invalid configuration: KORRAL_LIMITS=shared needs KORRAL_REDIS_URL, the limits store every replica shares",
+  if (!given("KORRAL_REDIS_URL") && c.KORRAL_LIMITS === "shared") {
+    problems.push(
+      "KORRAL_LIMITS=shared needs KORRAL_REDIS_URL, the limits store every replica shares",
     );
+  }
+  if (entry === "http" && production) {
+    // Replicas must share the key that signs confirmation state, or a buyer's answer reaching
+    // another replica is refused.
+    if (!given("KORRAL_REQUEST_STATE_KEY")) {
+      problems.push(
+        "KORRAL_REQUEST_STATE_KEY: required on HTTP when NODE_ENV=production; set it from Secret Manager (at least 32 bytes, the same for every replica; see DEPLOYMENT.md)",
+      );
+    }
+    // Several replicas count the order cap and the rate limit as one only on a shared store:
+    // production says where it is, or that one instance is meant.
+    if (!given("KORRAL_REDIS_URL") && !given("KORRAL_LIMITS")) {
+      problems.push(
+        "KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production, so every replica counts the order cap and the rate limit together; set it to the limits store (see DEPLOYMENT.md), or set KORRAL_LIMITS=per-instance if one instance is meant",
+      );
+    }
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);
   }
   return {
     port: c.PORT,
@@ -294,6 +385,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,
     redisUrl: c.KORRAL_REDIS_URL,
     redisTimeoutMs: c.KORRAL_REDIS_TIMEOUT_MS,
+    redisAlertAfterMs: c.KORRAL_REDIS_ALERT_AFTER_MS,
     limitsPerInstance: c.KORRAL_LIMITS === "per-instance",
     shutdownGraceMs: c.KORRAL_SHUTDOWN_GRACE_MS,
   };

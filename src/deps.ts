@@ -1,4 +1,4 @@
-import { type Config, loadConfig } from "./config.js";
+import { type Config, ConfigError, loadConfig } from "./config.js";
 import { createKeyProvider, type KeyInjection, keyProviderFor } from "./keys/index.js";
 import { recoverInterruptedWrites } from "./lifecycle/recovery.js";
 import { connectSharedLimits, sharedLimitsFor } from "./limits/index.js";
@@ -66,7 +66,15 @@ export async function startDeps(
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
   // The first calls count on the fleet's store when it answers in time; reads never wait past it.
-  await (await connectSharedLimits(config))?.whenReady(LIMITS_START_WAIT_MS);
+  const limits = await connectSharedLimits(config);
+  await limits?.whenReady(LIMITS_START_WAIT_MS);
+  // A store that could evict the cap's slots stops the start (exit 2 through the entry's catch),
+  // or the server when it is first reached later: no slot was ever taken on it.
+  if (limits?.refusal !== undefined) throw new ConfigError(limits.refusal);
+  void limits?.refused.then((line) => {
+    console.error(line);
+    process.exit(2);
+  });
   const keys = await createKeyProvider(config);
   return { deps: defaultDeps({ keys, recorder }, config), recorder };
 }

@@ -5,6 +5,7 @@ import { type Config, ConfigError, loadConfig, storelinkInUse } from "./config.j
 import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
 import { drainAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
+import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
 import type { ServerDeps } from "./tools/define.js";
 
@@ -19,10 +20,12 @@ export function serve(
   afterClose?: () => Promise<void>,
 ): HttpServer {
   const storelink = storelinkInUse(config);
+  const shared = sharedLimitsFor(config);
   const app = createApp(deps, {
     allowedHosts: allowedHostsFor(config),
     allowedOrigins: config.allowedOrigins,
     storelink,
+    ...(shared ? { limits: shared.health } : {}),
   });
   // Express 5 hands a listen error to this callback; without a check it crashed on a null address.
   const listener = app.listen(config.port, config.host, (error?: Error) => {
@@ -70,30 +73,6 @@ export function listenErrorMessage(error: Error, config: Pick<Config, "host" | "
   }
 }
 
-/**
- * Replicas must share the key that signs confirmation state, or a buyer's answer reaching
- * another replica is refused: required in production, a loud default locally.
- */
-function requireRequestStateKey(config: Config): void {
-  if (config.requestStateKey === undefined && config.production) {
-    throw new ConfigError(
-      "Invalid configuration: KORRAL_REQUEST_STATE_KEY: required on HTTP when NODE_ENV=production; set it from Secret Manager (at least 32 bytes, the same for every replica; see DEPLOYMENT.md)",
-    );
-  }
-}
-
-/**
- * Several replicas count the order cap and the rate limit as one only on a shared limits store:
- * production says where it is, or that one instance is meant.
- */
-function requireSharedLimits(config: Config): void {
-  if (config.production && config.redisUrl === undefined && !config.limitsPerInstance) {
-    throw new ConfigError(
-      "Invalid configuration: KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production, so every replica counts the order cap and the rate limit together; set it to the limits store (see DEPLOYMENT.md), or set KORRAL_LIMITS=per-instance if one instance is meant",
-    );
-  }
-}
-
 function warnOfEphemeralKey(config: Config): void {
   if (config.requestStateKey !== undefined) return;
   opsLog.warn(
@@ -102,9 +81,9 @@ function warnOfEphemeralKey(config: Config): void {
 }
 
 async function main(): Promise<void> {
-  const config = loadConfig();
-  requireRequestStateKey(config);
-  requireSharedLimits(config);
+  // Production's HTTP requirements (the shared state key, the limits store) are checked with the
+  // rest: one refused start lists every missing or invalid variable.
+  const config = loadConfig(process.env, "http");
   const { deps, recorder } = await startDeps(config, "http");
   warnOfEphemeralKey(config);
   serve(deps, config, () => recorder.close());

@@ -40,6 +40,8 @@ export interface AppOptions {
   allowedOrigins?: readonly string[];
   /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
   storelink?: string;
+  /** The shared limits store's health, as /healthz says it; unset: the limits are per instance. */
+  limits?: { readonly state: "ok" | "unavailable" };
   /**
    * Answer plain read calls of both eras without the SDK (fast-reads.ts; default true). Off,
    * every request takes the SDK's path: the fast path's reference in tests.
@@ -137,18 +139,21 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     );
   });
 
-  // Built once: the answer never changes. Says which StoreLink is in use (never a key or a path),
-  // so an operator sees a demo deployment at a glance.
+  // Says which StoreLink is in use (never a key or a path), so an operator sees a demo
+  // deployment at a glance, and whether writes can be checked now: `limits` is "unavailable"
+  // while the shared limits store cannot be used (every write is then refused). Still 200 then,
+  // so Cloud Run keeps the instance: reads go on.
   const health = {
     status: "ok",
     name: SERVER_NAME,
     version: SERVER_VERSION,
     ...(options.storelink === undefined ? {} : { storelink: options.storelink }),
   };
+  const limitsStore = options.limits === undefined ? "per-instance" : "shared";
   // /healthz for the container's probes; /health for checks through the service URL, since
   // Cloud Run's front end reserves some paths ending in "z" and may never pass /healthz on.
   app.get(HEALTH_PATHS, (_req, res) => {
-    res.json(health);
+    res.json({ ...health, limits: options.limits?.state ?? "ok", limits_store: limitsStore });
   });
 
   const methodNotAllowed = (_req: Request, res: Response): void => {

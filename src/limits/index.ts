@@ -10,15 +10,26 @@ import type { RedisLimits } from "./redis.js";
 let shared: { url: string; limits: RedisLimits } | undefined;
 
 export async function connectSharedLimits(
-  config: Pick<Config, "redisUrl" | "redisTimeoutMs">,
+  config: Pick<Config, "redisUrl" | "redisTimeoutMs"> & Partial<Pick<Config, "redisAlertAfterMs">>,
 ): Promise<RedisLimits | undefined> {
   if (config.redisUrl === undefined) return undefined;
   if (shared?.url !== config.redisUrl) {
     const { connectRedisLimits } = await import("./redis.js");
-    shared = {
-      url: config.redisUrl,
-      limits: connectRedisLimits({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs }),
-    };
+    let limits: RedisLimits;
+    try {
+      limits = connectRedisLimits({
+        url: config.redisUrl,
+        timeoutMs: config.redisTimeoutMs,
+        ...(config.redisAlertAfterMs === undefined ? {} : { warmupMs: config.redisAlertAfterMs }),
+      });
+    } catch (error) {
+      // config.ts checks the client's URL rules; should the client refuse one still, the start
+      // stops naming the variable, never quoting the client's message (it may hold the URL).
+      throw new ConfigError(
+        `Invalid configuration: KORRAL_REDIS_URL: the Redis client cannot use it (${error instanceof Error ? error.name : "error"}; its text is not repeated here)`,
+      );
+    }
+    shared = { url: config.redisUrl, limits };
   }
   return shared.limits;
 }

@@ -1,4 +1,4 @@
-import { createClient } from "redis";
+import { createClient, ErrorReply } from "redis";
 import { LimitsHealth } from "./health.js";
 import {
   HOUR_MS,
@@ -19,13 +19,20 @@ import {
  * - Every command has a deadline (`timeoutMs`) on its answer, not only on its queueing (node-redis
  *   drops its own timeout once a command is written): a slow Redis is an unreachable one. A
  *   command past it may still run on the server; a slot it took then counts (the safe side).
- * - The URL and its password never leave this module: errors are described by `describe`.
+ * - The URL and its password never leave this module, and no text a server sends back is ever
+ *   logged (a proxy may quote the AUTH string in its error): errors are described by `describe`
+ *   as their cause, class and code only.
+ * - No slot is taken on a store that could evict it: each connection first reads the store's
+ *   `maxmemory_policy` (INFO memory; Memorystore blocks CONFIG), and anything but `noeviction`
+ *   stops the server (`refusal`).
  */
 
 export interface RedisLimitsOptions {
   url: string;
   /** The deadline of each command, and of a connection attempt. */
   timeoutMs: number;
+  /** How long a store never reached may stay so before the outage line (limits/health.ts). */
+  warmupMs?: number;
 }
 
 /** A connected (or connecting) limits store. */
@@ -36,9 +43,16 @@ export interface RedisLimits {
   health: LimitsHealth;
   /** `answer`, or a LimitsStoreError once the deadline has passed without it. */
   deadline<T>(answer: Promise<T>): Promise<T>;
-  /** Resolves once connected, or after `ms` whatever happened (start-up waits this long). */
+  /**
+   * Resolves once connected and its eviction policy checked, or refused, or after `ms` whatever
+   * happened (start-up waits this long).
+   */
   whenReady(ms: number): Promise<void>;
-  /** Strips the URL and its password from an error, for the ops log. */
+  /** Set once the store's eviction policy is refused: the line to stop the server with. */
+  readonly refusal: string | undefined;
+  /** Resolves with `refusal` when it is set. */
+  refused: Promise<string>;
+  /** An error as `cause: Class CODE`, for the ops log: never a URL, password or server text. */
   describe(error: unknown): string;
   close(): Promise<void>;
 }
@@ -174,24 +188,49 @@ export class RedisSlotBook implements SlotBook {
   }
 }
 
-/** Refuses at once while the connection is down, rather than waiting out the deadline. */
+/** The clients whose connection passed the eviction-policy check (until it drops). */
+const checked = new WeakSet<RedisClient>();
+
+/** Refuses at once while the connection is down or unchecked, rather than waiting out the deadline. */
 function ready(client: RedisClient): void {
-  if (!client.isReady) throw new LimitsStoreError("the limits store is not connected");
+  if (!client.isReady || !checked.has(client)) {
+    throw new LimitsStoreError("the limits store is not connected");
+  }
+}
+
+/** The only policy under which Redis never evicts a key (the cap's slots have a TTL). */
+const SAFE_POLICY = "noeviction";
+
+/**
+ * The store's `maxmemory_policy`, from INFO memory (Memorystore blocks CONFIG GET). An error
+ * reply is a definite answer (`undefined`: not reported); a timeout or a dropped connection throws.
+ */
+async function evictionPolicyOf(
+  client: RedisClient,
+  deadline: <T>(answer: Promise<T>) => Promise<T>,
+): Promise<string | undefined> {
+  let info: string;
+  try {
+    info = String(await deadline(client.info("memory")));
+  } catch (error) {
+    if (error instanceof ErrorReply) return undefined;
+    throw error;
+  }
+  return /^maxmemory_policy:([^\r\n]*)/m.exec(info)?.[1]?.trim();
+}
+
+function refusalFor(policy: string | undefined): string {
+  const named = policy === undefined ? undefined : /^[a-z-]{1,40}$/.test(policy) ? policy : "?";
+  const what =
+    named === undefined
+      ? "the limits store does not report its maxmemory-policy (INFO memory)"
+      : `the limits store's maxmemory-policy is ${named}, which lets Redis evict the order cap's slots under memory pressure`;
+  return `Invalid configuration: KORRAL_REDIS_URL: ${what}; set maxmemory-policy=noeviction on the instance (see DEPLOYMENT.md, "The limits store")`;
 }
 
 /** Connects in the background: the service starts, and serves reads, whatever Redis does. */
 export function connectRedisLimits(options: RedisLimitsOptions): RedisLimits {
-  const secrets = secretsOf(options.url);
-  const describe = (error: unknown): string => {
-    const code = (error as NodeJS.ErrnoException | null)?.code;
-    let text =
-      error instanceof Error
-        ? `${error.name}${code ? ` ${code}` : ""}: ${error.message}`
-        : String(error);
-    for (const secret of secrets) text = text.split(secret).join("[REDACTED]");
-    return text.slice(0, 300);
-  };
-  const health = new LimitsHealth();
+  const health = new LimitsHealth(options.warmupMs);
   const client = newClient(options);
   const deadline = <T>(answer: Promise<T>): Promise<T> => {
     let timer: NodeJS.Timeout | undefined;
@@ -205,23 +244,70 @@ export function connectRedisLimits(options: RedisLimitsOptions): RedisLimits {
     answer.catch(() => {});
     return Promise.race([answer, late]).finally(() => clearTimeout(timer));
   };
-  client.on("error", (error: unknown) => health.failed(describe(error)));
-  client.on("ready", () => health.answered());
-  client.connect().catch((error: unknown) => health.failed(describe(error)));
+  let refusal: string | undefined;
+  let refuse: (line: string) => void = () => {};
+  const refused = new Promise<string>((resolve) => {
+    refuse = resolve;
+  });
+  const settled = new Set<() => void>();
+  const wake = () => {
+    for (const waiter of settled) waiter();
+  };
+  // Each new connection is checked before any slot is taken on it.
+  let round = 0;
+  const check = async (mine: number): Promise<void> => {
+    let policy: string | undefined;
+    try {
+      policy = await evictionPolicyOf(client, deadline);
+    } catch (error) {
+      health.failed(describe(error));
+      // Checked again shortly while this connection lasts; a new one starts its own check.
+      if (mine === round && client.isReady) setTimeout(() => void check(mine), 1_000).unref();
+      return;
+    }
+    if (mine !== round || refusal !== undefined) return;
+    if (policy === SAFE_POLICY) {
+      checked.add(client);
+      health.connected();
+      wake();
+      return;
+    }
+    refusal = refusalFor(policy);
+    client.destroy();
+    refuse(refusal);
+    wake();
+  };
+  client.on("error", (error: unknown) => {
+    checked.delete(client);
+    health.lost(describe(error));
+  });
+  client.on("ready", () => {
+    checked.delete(client);
+    round++;
+    void check(round);
+  });
+  client.connect().catch((error: unknown) => health.lost(describe(error)));
   return {
     slots: new RedisSlotBook(client, deadline),
     client,
     health,
     deadline,
     describe,
+    get refusal() {
+      return refusal;
+    },
+    refused,
     async whenReady(ms) {
-      if (client.isReady) return;
+      if (checked.has(client) || refusal !== undefined) return;
       let timer: NodeJS.Timeout | undefined;
+      let waiter: (() => void) | undefined;
       await new Promise<void>((resolve) => {
         timer = setTimeout(resolve, ms);
-        client.once("ready", resolve);
+        waiter = resolve;
+        settled.add(resolve);
       });
       clearTimeout(timer);
+      if (waiter) settled.delete(waiter);
     },
     async close() {
       try {
@@ -233,16 +319,49 @@ export function connectRedisLimits(options: RedisLimitsOptions): RedisLimits {
   };
 }
 
-/** The URL, its password and user, raw and decoded: every form a library's error could quote. */
-function secretsOf(url: string): string[] {
-  const forms = [url];
-  try {
-    const parsed = new URL(url);
-    for (const part of [parsed.password, parsed.username]) {
-      if (part !== "") forms.push(part, decodeURIComponent(part));
-    }
-  } catch {
-    // config.ts validated the URL; nothing more to strip.
+/** The kinds of failure the ops log names (limits/health.ts), by error class and code. */
+const KIND_BY_CODE: ReadonlyArray<readonly [RegExp, string]> = [
+  [/CERT|SELF_SIGNED|UNABLE_TO_|ALTNAME|^ERR_TLS|^ERR_SSL|^EPROTO$/, "tls"],
+  [/^(WRONGPASS|NOAUTH|NOPERM)$/, "auth"],
+  [/^ETIMEDOUT$/, "timeout"],
+  [/^ECONNREFUSED$/, "refused"],
+  [/^(EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EADDRNOTAVAIL)$/, "network"],
+  [/^(ECONNRESET|EPIPE)$/, "closed"],
+];
+
+const KIND_BY_CLASS: Readonly<Record<string, string>> = {
+  ConnectionTimeoutError: "timeout",
+  SocketTimeoutError: "timeout",
+  TimeoutError: "timeout",
+  LimitsStoreError: "timeout",
+  SocketClosedUnexpectedlyError: "closed",
+};
+
+/**
+ * `kind: Class CODE`: the error's class, and its code when it has one (a system error's
+ * `ECONNREFUSED`, a TLS error's `DEPTH_ZERO_SELF_SIGNED_CERT`, or the first word of a server's
+ * error reply, `WRONGPASS`). A server's text beyond that word is never kept: a proxy that quotes
+ * the command it refused would put the AUTH string in it. Our own errors' messages are ours.
+ */
+export function describe(error: unknown): string {
+  if (!(error instanceof Error)) return "other: non-error";
+  const className = /^[A-Za-z]{1,40}$/.test(error.constructor.name)
+    ? error.constructor.name
+    : "Error";
+  let code: string | undefined;
+  if (error instanceof ErrorReply) {
+    code = /^[A-Z][A-Z_-]{1,30}(?=\s|$)/.exec(error.message)?.[0];
+  } else {
+    const own = (error as NodeJS.ErrnoException).code;
+    if (typeof own === "string" && /^[A-Z][A-Z0-9_]{1,60}$/.test(own)) code = own;
   }
-  return forms.filter((form) => form.length >= 3);
+  let kind =
+    (code && KIND_BY_CODE.find(([pattern]) => pattern.test(code))?.[1]) ??
+    KIND_BY_CLASS[className] ??
+    (error instanceof ErrorReply ? "reply" : "other");
+  if (error instanceof LimitsStoreError && !error.message.startsWith("no answer")) {
+    kind = error.message.includes("not connected") ? "unconnected" : "reply";
+  }
+  const detail = error instanceof LimitsStoreError ? `: ${error.message}` : "";
+  return `${kind}: ${className}${code ? ` ${code}` : ""}${detail}`;
 }

@@ -142,6 +142,8 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
       name: "korral-storelink",
       version: expect.any(String),
       storelink: expected,
+      limits: "ok",
+      limits_store: "per-instance",
     });
     const ops = run
       .stderr()

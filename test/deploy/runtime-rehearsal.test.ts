@@ -338,6 +338,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     expect(Object.keys(health)).toEqual(Object.keys(expected));
     expect(health).toMatchObject({ status: expected.status, name: expected.name });
     expect(health.storelink).toBe(new URL(emulator.url).host);
+    expect(health).toMatchObject({ limits: "ok", limits_store: "shared" });
     expect(stderr).toContain(`"storelink":"${new URL(emulator.url).host}"`);
   });
 

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,34 +14,40 @@ import {
 } from "../helpers/redis.js";
 
 /**
- * `rediss://` as Memorystore serves it: a server certificate from a private CA, trusted through
- * NODE_EXTRA_CA_CERTS (as DEPLOYMENT.md mounts it), the AUTH string in the URL. A throwaway CA
- * made here with openssl.
+ * `rediss://` as Memorystore for Redis serves it (in-transit encryption, server authentication):
+ * a server certificate issued by the instance's own CA (the `serverCaCerts` of `gcloud redis
+ * instances describe`), naming the instance by its IP address (the `host` the URL connects to),
+ * no DNS name; the CA trusted through NODE_EXTRA_CA_CERTS (as DEPLOYMENT.md mounts it), the AUTH
+ * string in the URL. A throwaway CA made here with openssl. The client checks the chain and that
+ * the certificate names the IP it connected to: another instance's certificate, from a trusted CA,
+ * is refused too.
  */
 
-function throwawayCa(dir: string): { ca: string; cert: string; key: string } {
+function throwawayCa(dir: string, ip = "127.0.0.1"): { ca: string; cert: string; key: string } {
   const ca = join(dir, "ca.pem");
   const caKey = join(dir, "ca.key");
-  const key = join(dir, "server.key");
-  const csr = join(dir, "server.csr");
-  const cert = join(dir, "server.pem");
-  const ext = join(dir, "ext.cnf");
-  writeFileSync(ext, "subjectAltName=IP:127.0.0.1\n");
+  const key = join(dir, `server-${ip}.key`);
+  const csr = join(dir, `server-${ip}.csr`);
+  const cert = join(dir, `server-${ip}.pem`);
+  const ext = join(dir, `ext-${ip}.cnf`);
+  writeFileSync(ext, `subjectAltName=IP:${ip}\nextendedKeyUsage=serverAuth\n`);
   const openssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });
-  openssl("genrsa", "-out", caKey, "2048");
-  openssl(
-    "req",
-    "-x509",
-    "-new",
-    "-key",
-    caKey,
-    "-subj",
-    "/CN=Test Limits CA",
-    "-days",
-    "1",
-    "-out",
-    ca,
-  );
+  if (!existsSync(ca)) {
+    openssl("genrsa", "-out", caKey, "2048");
+    openssl(
+      "req",
+      "-x509",
+      "-new",
+      "-key",
+      caKey,
+      "-subj",
+      "/O=Google LLC/CN=Throwaway Memorystore Redis Server CA",
+      "-days",
+      "1",
+      "-out",
+      ca,
+    );
+  }
   openssl(
     "req",
     "-newkey",
@@ -50,7 +56,7 @@ function throwawayCa(dir: string): { ca: string; cert: string; key: string } {
     "-keyout",
     key,
     "-subj",
-    "/CN=127.0.0.1",
+    `/O=Google LLC/CN=${ip}`,
     "-out",
     csr,
   );
@@ -84,20 +90,25 @@ const order = (quantity: number) => ({
 describe.runIf(REDIS_AVAILABLE)("the limits store over TLS", () => {
   const dir = mkdtempSync(join(tmpdir(), "korral-redis-tls-"));
   let redis: RunningRedis;
+  let elsewhere: RunningRedis;
   let trusted: Fleet;
   let untrusted: Fleet;
+  let misnamed: Fleet;
 
   beforeAll(async () => {
     const pki = throwawayCa(dir);
-    redis = await startRedis({ tls: pki });
-    [trusted, untrusted] = await Promise.all([
+    // Another instance's certificate, from the same trusted CA: it names another IP.
+    const other = throwawayCa(dir, "10.0.0.3");
+    [redis, elsewhere] = await Promise.all([startRedis({ tls: pki }), startRedis({ tls: other })]);
+    [trusted, untrusted, misnamed] = await Promise.all([
       startFleet(1, { KORRAL_REDIS_URL: redis.url, NODE_EXTRA_CA_CERTS: pki.ca }),
       startFleet(1, { KORRAL_REDIS_URL: redis.url }),
+      startFleet(1, { KORRAL_REDIS_URL: elsewhere.url, NODE_EXTRA_CA_CERTS: pki.ca }),
     ]);
-  }, 60_000);
+  }, 90_000);
   afterAll(async () => {
-    await Promise.all([trusted?.close(), untrusted?.close()]);
-    await redis?.kill();
+    await Promise.all([trusted?.close(), untrusted?.close(), misnamed?.close()]);
+    await Promise.all([redis?.kill(), elsewhere?.kill()]);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -106,6 +117,8 @@ describe.runIf(REDIS_AVAILABLE)("the limits store over TLS", () => {
     const replica = trusted.replicas[0] as Fleet["replicas"][number];
     expect(outcomeOf(await call(replica.url, "create_replenishment_order", order(1)))).toBe("ok");
     expect(replica.stderr()).toContain("limits store connected");
+    const health = await (await fetch(new URL("/healthz", replica.url))).json();
+    expect(health).toMatchObject({ limits: "ok", limits_store: "shared" });
   });
 
   it("without the CA the certificate is refused: writes fail closed, and the cause is logged without the password", async () => {
@@ -118,9 +131,22 @@ describe.runIf(REDIS_AVAILABLE)("the limits store over TLS", () => {
       .stderr()
       .split("\n")
       .find((l) => l.includes("limits store unreachable"));
-    expect(line).toMatch(/certificate|CERT|self.signed|issuer/i);
+    expect(line).toMatch(/"cause":"tls: \w+ [A-Z_]+"/);
+    expect(replica.stderr()).toContain("limits store failed: its TLS certificate was refused");
     expect(replica.stderr()).not.toContain(TEST_REDIS_PASSWORD);
     expect(JSON.stringify(refused)).not.toContain(TEST_REDIS_PASSWORD);
     expect(untrusted.storelink.received).toBe(0);
+    const health = await (await fetch(new URL("/healthz", replica.url))).json();
+    expect(health).toMatchObject({ status: "ok", limits: "unavailable" });
+  });
+
+  it("a certificate from the trusted CA that names another IP is refused: the host is checked", async () => {
+    const replica = misnamed.replicas[0] as Fleet["replicas"][number];
+    const refused = await call(replica.url, "create_replenishment_order", order(3));
+    expect(outcomeOf(refused)).toBe("limits_unavailable");
+    await until(() => replica.stderr().includes("limits store unreachable"), "the outage line");
+    expect(replica.stderr()).toMatch(/"cause":"tls: \w+ ERR_TLS_CERT_ALTNAME_INVALID"/);
+    expect(replica.stderr()).not.toContain("limits store connected");
+    expect(misnamed.storelink.received).toBe(0);
   });
 });

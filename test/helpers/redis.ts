@@ -43,6 +43,8 @@ export interface RedisOptions {
   port?: number;
   /** Persist every write (AOF, fsync always) in `dir`, so a restart on the same dir keeps them. */
   persistIn?: string;
+  /** `maxmemory-policy` (redis-server's own default is noeviction, as DEPLOYMENT.md sets). */
+  maxmemoryPolicy?: string;
   /** TLS on the port, with these PEM files; the plain port is then off. */
   tls?: { cert: string; key: string; ca: string };
 }
@@ -77,6 +79,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
     dir,
     "--requirepass",
     password,
+    ...(options.maxmemoryPolicy ? ["--maxmemory-policy", options.maxmemoryPolicy] : []),
     ...(options.tls
       ? [
           "--port",
@@ -134,10 +137,10 @@ async function waitForPort(port: number, log: () => string): Promise<void> {
   throw new Error(`redis-server did not listen on ${port}: ${log()}`);
 }
 
-/** This process's limits store on `url`, once connected (close it after the test). */
+/** This process's limits store on `url`, once connected and checked (close it after the test). */
 export async function connectedLimits(url: string, timeoutMs = 2_000): Promise<RedisLimits> {
   const limits = connectRedisLimits({ url, timeoutMs });
-  await until(() => limits.client.isReady, "the limits store to connect");
+  await until(() => limits.health.state === "ok", "the limits store to connect");
   return limits;
 }
 

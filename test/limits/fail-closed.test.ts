@@ -91,7 +91,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store unreachable", () => {
       expect(log.text()).not.toContain(TEST_REDIS_PASSWORD);
 
       redis = await startRedis({ port });
-      await until(() => limits.client.isReady, "the reconnection", 20_000);
+      await until(() => limits.health.state === "ok", "the reconnection", 20_000);
       expect((await h.call("create_replenishment_order", ORDER)).isError).toBeFalsy();
       const second = await modernWrite(app, { state: await roundOne(app), answer: YES });
       expect(second.isError).toBeFalsy();

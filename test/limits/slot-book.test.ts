@@ -145,7 +145,7 @@ describe.runIf(REDIS_AVAILABLE)("the shared slot book on hostile state", () => {
     const limits = await readyLimits((redis as RunningRedis).url);
     const impatient = connectRedisLimits({ url: (redis as RunningRedis).url, timeoutMs: 100 });
     opened.push(impatient);
-    await until(() => impatient.client.isReady, "the connection");
+    await until(() => impatient.health.state === "ok", "the connection");
     const bucket = fresh();
     // Writes wait on the server until UNPAUSE: the take runs after its caller gave up on it.
     await limits.client.sendCommand(["CLIENT", "PAUSE", "5000", "WRITE"]);
