@@ -85,10 +85,9 @@ export class OrderCap {
     const settle = (how: Settle): Promise<void> => this.#settle(bucket, name, how, holder);
     const taken = await this.#ask(
       () => this.#slots.take(bucket, name, this.perHour, holder),
-      () => {
-        // Refused unsent, whatever the take did on the store.
-        void settle("release");
-      },
+      // Refused unsent, whatever the take did on the store. Not a health report: the take's
+      // failure was one, and a release can pass where a take cannot (a full store).
+      () => this.#retry(bucket, name, "release", holder, true),
     );
     if (taken.kind === "full") throw capReached(store, item, this.perHour, taken);
     const joined = taken.kind === "held";
@@ -138,32 +137,30 @@ export class OrderCap {
   }
 
   /**
-   * Sends a release (or `landed`) again until the store takes it, backing off to a try every
-   * RETRY_MAX_MS, for as long as the slot could live; at most MAX_RETRIES at once (past that
-   * the slot just runs out its time: the safe side). Both are idempotent per holder.
+   * Sends a release (or `landed`) until the store takes it (`now`: the first at once), backing
+   * off to a try every RETRY_MAX_MS, for as long as the slot could live; at most MAX_RETRIES at
+   * once (past that the slot just runs out its time: the safe side). Both are idempotent per
+   * holder. Silent: the call that failed has told the health already.
    */
-  #retry(bucket: string, name: string, how: Settle, holder: string): void {
+  #retry(bucket: string, name: string, how: Settle, holder: string, now = false): void {
     if (this.#retrying >= MAX_RETRIES) return;
     this.#retrying++;
     const giveUpAt = Date.now() + HOUR_MS + PENDING_MS;
-    const attempt = (n: number): void => {
-      const timer = setTimeout(
-        async () => {
-          try {
-            await this.#slots.settle(bucket, name, how, holder);
-            this.#health?.answered();
-            this.#retrying--;
-          } catch {
-            if (Date.now() < giveUpAt) attempt(n + 1);
-            else this.#retrying--;
-          }
-        },
-        Math.min(RETRY_FIRST_MS * 2 ** n, RETRY_MAX_MS),
-      );
-      // A retry never holds the process open: at exit, the slot runs out its time instead.
-      timer.unref();
+    const send = async (n: number): Promise<void> => {
+      try {
+        await this.#slots.settle(bucket, name, how, holder);
+        this.#retrying--;
+      } catch {
+        if (Date.now() < giveUpAt) later(n + 1);
+        else this.#retrying--;
+      }
     };
-    attempt(0);
+    const later = (n: number): void => {
+      // A retry never holds the process open: at exit, the slot runs out its time instead.
+      setTimeout(() => void send(n), Math.min(RETRY_FIRST_MS * 2 ** n, RETRY_MAX_MS)).unref();
+    };
+    if (now) void send(0);
+    else later(0);
   }
 }
 
