@@ -45,6 +45,8 @@ export interface RedisOptions {
   persistIn?: string;
   /** TLS on the port, with these PEM files; the plain port is then off. */
   tls?: { cert: string; key: string; ca: string };
+  /** More `redis-server` arguments (a `--maxmemory`, say), after the others. */
+  args?: string[];
 }
 
 export interface RunningRedis {
@@ -93,6 +95,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
           "no",
         ]
       : ["--port", String(port)]),
+    ...(options.args ?? []),
   ];
   const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
