@@ -2,7 +2,9 @@ import { createClient, ErrorReply } from "redis";
 import { LimitsHealth } from "./health.js";
 import {
   HOUR_MS,
+  MAX_HOLDERS,
   PENDING_MS,
+  SENDING_MS,
   type Settle,
   type SlotBook,
   type SlotCounts,
@@ -82,31 +84,53 @@ export class LimitsStoreError extends Error {
 
 /**
  * Prunes the bucket's expired slots and counts the rest on Redis's own clock; then, for `take`,
- * takes a pending slot if the name holds none and there is room. One script: one atomic step.
- * Slots are `state:until` in one hash per bucket, which expires with its last slot.
+ * takes a pending slot for the holder if the name holds none and there is room, or adds the
+ * holder to the name's pending slot. One script: one atomic step. Slots are `state:until` (a
+ * pending one `p:until:holder,holder`) in one hash per bucket, which expires with its last slot.
  */
 const DECIDE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local staleUntil = now + tonumber(ARGV[6])
 local all = redis.call('HGETALL', KEYS[1])
-local placed, uncertain, inflight, held = 0, 0, 0, false
+local placed, uncertain, inflight = 0, 0, 0
+local mine, mineUntil, mineHolders = nil, nil, nil
 for i = 1, #all, 2 do
-  local state, untilMs = string.match(all[i + 1], '^(%a):(%d+)$')
+  local state, untilMs, holders = string.match(all[i + 1], '^(%a):(%d+):?([^:]*)$')
   if state == nil or tonumber(untilMs) <= now then
     redis.call('HDEL', KEYS[1], all[i])
   else
-    if all[i] == ARGV[1] then held = true end
+    if all[i] == ARGV[1] then mine, mineUntil, mineHolders = state, untilMs, holders end
     if state == 'c' then placed = placed + 1
-    elseif state == 'u' then uncertain = uncertain + 1
+    elseif state == 'u' or tonumber(untilMs) < staleUntil then uncertain = uncertain + 1
     else inflight = inflight + 1 end
   end
 end
 local kind = 'taken'
-if held then kind = 'held'
+if mine then
+  kind = 'held'
+  if ARGV[3] == 'take' and mine == 'p' then
+    local list, count, seen = {}, 0, false
+    for h in string.gmatch(mineHolders, '[^,]+') do
+      count = count + 1
+      list[count] = h
+      if h == ARGV[5] then seen = true end
+    end
+    local add = ARGV[5]
+    if count >= tonumber(ARGV[7]) then add = '*' end
+    if not seen then
+      local has = false
+      for _, h in ipairs(list) do if h == add then has = true end end
+      if not has then
+        list[count + 1] = add
+        redis.call('HSET', KEYS[1], ARGV[1], 'p:' .. mineUntil .. ':' .. table.concat(list, ','))
+      end
+    end
+  end
 elseif placed + uncertain + inflight >= tonumber(ARGV[2]) then kind = 'full'
 elseif ARGV[3] == 'take' then
   local ttl = tonumber(ARGV[4])
-  redis.call('HSET', KEYS[1], ARGV[1], 'p:' .. (now + ttl))
+  redis.call('HSET', KEYS[1], ARGV[1], 'p:' .. (now + ttl) .. ':' .. ARGV[5])
   if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
 return {kind, placed, uncertain, inflight}
@@ -117,12 +141,23 @@ const SETTLE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
-local state = current and string.sub(current, 1, 1)
+local state, untilMs, holders = nil, nil, nil
+if current then state, untilMs, holders = string.match(current, '^(%a):(%d+):?([^:]*)$') end
 local how = ARGV[2]
-if how == 'release' then
-  if state == 'p' then redis.call('HDEL', KEYS[1], ARGV[1]) end
-elseif how == 'landed' then
-  if state == 'u' then redis.call('HSET', KEYS[1], ARGV[1], 'c' .. string.sub(current, 2)) end
+if how == 'release' or how == 'landed' then
+  if how == 'landed' and state == 'u' then
+    redis.call('HSET', KEYS[1], ARGV[1], 'c:' .. untilMs)
+  elseif state == 'p' then
+    local rest, found = {}, false
+    for h in string.gmatch(holders, '[^,]+') do
+      if h == ARGV[4] then found = true else rest[#rest + 1] = h end
+    end
+    if found and #rest == 0 then
+      redis.call('HDEL', KEYS[1], ARGV[1])
+    elseif found then
+      redis.call('HSET', KEYS[1], ARGV[1], 'p:' .. untilMs .. ':' .. table.concat(rest, ','))
+    end
+  end
 elseif how == 'count' or state ~= 'c' then
   local ttl = tonumber(ARGV[3])
   local mark = 'u'
@@ -160,28 +195,46 @@ export class RedisSlotBook implements SlotBook {
     private readonly deadline: <T>(answer: Promise<T>) => Promise<T>,
   ) {}
 
-  take(bucket: string, name: string, limit: number): Promise<TakeResult> {
-    return this.#decide(bucket, name, limit, "take");
+  take(bucket: string, name: string, limit: number, holder: string): Promise<TakeResult> {
+    return this.#decide(bucket, name, limit, "take", holder);
   }
 
   peek(bucket: string, name: string, limit: number): Promise<TakeResult> {
-    return this.#decide(bucket, name, limit, "peek");
+    return this.#decide(bucket, name, limit, "peek", "");
   }
 
-  async settle(bucket: string, name: string, how: Settle): Promise<void> {
+  async settle(bucket: string, name: string, how: Settle, holder: string): Promise<void> {
     ready(this.client);
     const reply = await this.deadline(
-      this.client.eval(SETTLE, { keys: [keyOf(bucket)], arguments: [name, how, String(HOUR_MS)] }),
+      this.client.eval(SETTLE, {
+        keys: [keyOf(bucket)],
+        arguments: [name, how, String(HOUR_MS), holder],
+      }),
     );
     if (Number(reply) !== 1) throw new LimitsStoreError("the limits store did not settle the slot");
   }
 
-  async #decide(bucket: string, name: string, limit: number, mode: "take" | "peek") {
+  async #decide(
+    bucket: string,
+    name: string,
+    limit: number,
+    mode: "take" | "peek",
+    holder: string,
+  ) {
     ready(this.client);
+    const pendingMs = HOUR_MS + PENDING_MS;
     const reply = await this.deadline(
       this.client.eval(DECIDE, {
         keys: [keyOf(bucket)],
-        arguments: [name, String(limit), mode, String(HOUR_MS + PENDING_MS)],
+        arguments: [
+          name,
+          String(limit),
+          mode,
+          String(pendingMs),
+          holder,
+          String(pendingMs - SENDING_MS),
+          String(MAX_HOLDERS),
+        ],
       }),
     );
     return takeResultOf(reply);

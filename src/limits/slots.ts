@@ -6,11 +6,16 @@
  *
  * - `p` pending: taken before a write is sent. It counts while the write is in flight, and for
  *   an hour past the longest a write can take (PENDING_MS), so a slot whose holder died, or whose
- *   settle was lost, is over-counted rather than freed.
+ *   settle was lost, is over-counted rather than freed. Past SENDING_MS it is told as an unknown
+ *   outcome, not as a write being submitted.
  * - `c` counted: StoreLink created the order (or replayed one this slot's key made).
  * - `u` uncertain: the outcome is unknown; it counts as an order.
  *
- * A name already in the book takes no second slot: the attempt joins the slot it has.
+ * A name already in the book takes no second slot: the attempt joins the slot it has. A pending
+ * slot lists its holders (each attempt's own token, at most MAX_HOLDERS, then `*` for "more,
+ * untracked"): a release frees it only once every holder has let go, so one attempt's release
+ * never frees a slot another attempt is sending under, and a take whose answer was lost can be
+ * undone by its token (the take either ran, and the token is there, or it did not).
  */
 
 export const HOUR_MS = 60 * 60_000;
@@ -19,6 +24,15 @@ export const HOUR_MS = 60 * 60_000;
  * dialog, the key read and StoreLink's deadline, with room to spare.
  */
 export const PENDING_MS = 15 * 60_000;
+/**
+ * The longest a write takes from its slot to StoreLink's answer: the key read and StoreLink's
+ * deadline, twice (a 401 reloads the key and sends again), at their largest settings.
+ */
+export const SENDING_MS = 5 * 60_000;
+/** Holders a pending slot names; more turn it into one no release frees (the safe side). */
+export const MAX_HOLDERS = 8;
+/** The holder that stands for those past MAX_HOLDERS. */
+export const UNTRACKED = "*";
 
 export type SlotState = "p" | "c" | "u";
 
@@ -26,9 +40,9 @@ export type SlotState = "p" | "c" | "u";
 export interface SlotCounts {
   /** Orders StoreLink created this hour. */
   placed: number;
-  /** Orders whose outcome is unknown: they may have landed. */
+  /** Orders whose outcome is unknown (pending slots past SENDING_MS too): they may have landed. */
   uncertain: number;
-  /** Writes still being submitted. */
+  /** Writes still being submitted: pending slots younger than SENDING_MS. */
   inFlight: number;
 }
 
@@ -41,24 +55,30 @@ export type TakeResult =
   | ({ kind: "full" } & SlotCounts);
 
 /**
- * How a slot ends. `count` and `uncertain` write the slot even when it is gone (an over-count is
- * the safe side); `release` removes only a pending slot; `landed` turns an uncertain slot into
- * a counted one, keeping its hour.
+ * How an attempt ends its hold. `count` and `uncertain` write the slot even when it is gone (an
+ * over-count is the safe side); `release` takes the holder off a pending slot, which goes once no
+ * holder is left; `landed` turns an uncertain slot into a counted one, keeping its hour, and on a
+ * pending slot is a `release`.
  */
 export type Settle = "count" | "uncertain" | "release" | "landed";
 
 export interface SlotBook {
-  /** Takes a pending slot named `name` if the bucket has room (`limit` slots an hour). */
-  take(bucket: string, name: string, limit: number): Promise<TakeResult>;
+  /**
+   * Takes a pending slot named `name` for `holder` (the attempt's own token) if the bucket has
+   * room (`limit` slots an hour); joining a pending slot adds `holder` to its holders.
+   */
+  take(bucket: string, name: string, limit: number, holder: string): Promise<TakeResult>;
   /** As `take`, without taking anything: whether `name` is held, or a new slot would be refused. */
   peek(bucket: string, name: string, limit: number): Promise<TakeResult>;
-  settle(bucket: string, name: string, how: Settle): Promise<void>;
+  settle(bucket: string, name: string, how: Settle, holder: string): Promise<void>;
 }
 
 interface Slot {
   state: SlotState;
   /** When the slot stops counting, in ms on the book's clock. */
   until: number;
+  /** A pending slot's holders. */
+  holders: Set<string>;
 }
 
 /** The per-process slot book: a map, on this process's clock. */
@@ -67,37 +87,53 @@ export class MemorySlotBook implements SlotBook {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  async take(bucket: string, name: string, limit: number): Promise<TakeResult> {
-    return this.#decide(bucket, name, limit, true);
+  async take(bucket: string, name: string, limit: number, holder: string): Promise<TakeResult> {
+    return this.#decide(bucket, name, limit, holder);
   }
 
   async peek(bucket: string, name: string, limit: number): Promise<TakeResult> {
-    return this.#decide(bucket, name, limit, false);
+    return this.#decide(bucket, name, limit, undefined);
   }
 
-  async settle(bucket: string, name: string, how: Settle): Promise<void> {
+  async settle(bucket: string, name: string, how: Settle, holder: string): Promise<void> {
     const now = this.now();
     const slots = this.#live(bucket, now);
     const slot = slots.get(name);
-    if (how === "release") {
-      if (slot?.state === "p") slots.delete(name);
-    } else if (how === "landed") {
-      if (slot?.state === "u") slot.state = "c";
+    if (how === "release" || how === "landed") {
+      if (how === "landed" && slot?.state === "u") slot.state = "c";
+      if (slot?.state === "p" && slot.holders.delete(holder) && slot.holders.size === 0) {
+        slots.delete(name);
+      }
     } else if (how === "count" || slot?.state !== "c") {
-      slots.set(name, { state: how === "count" ? "c" : "u", until: now + HOUR_MS });
+      slots.set(name, {
+        state: how === "count" ? "c" : "u",
+        until: now + HOUR_MS,
+        holders: none(),
+      });
     }
     if (slots.size === 0) this.#buckets.delete(bucket);
     else this.#buckets.set(bucket, slots);
   }
 
-  #decide(bucket: string, name: string, limit: number, take: boolean): TakeResult {
+  /** A take for `holder`, or a peek without one. */
+  #decide(bucket: string, name: string, limit: number, holder: string | undefined): TakeResult {
     const now = this.now();
     const slots = this.#live(bucket, now);
-    const counts = countsOf(slots.values());
-    if (slots.has(name)) return { kind: "held", ...counts };
+    const counts = countsOf(slots.values(), now + HOUR_MS + PENDING_MS - SENDING_MS);
+    const held = slots.get(name);
+    if (held) {
+      if (holder !== undefined && held.state === "p" && !held.holders.has(holder)) {
+        held.holders.add(held.holders.size < MAX_HOLDERS ? holder : UNTRACKED);
+      }
+      return { kind: "held", ...counts };
+    }
     if (slots.size >= limit) return { kind: "full", ...counts };
-    if (!take) return { kind: "taken", ...counts };
-    slots.set(name, { state: "p", until: now + HOUR_MS + PENDING_MS });
+    if (holder === undefined) return { kind: "taken", ...counts };
+    slots.set(name, {
+      state: "p",
+      until: now + HOUR_MS + PENDING_MS,
+      holders: new Set([holder]),
+    });
     this.#buckets.set(bucket, slots);
     return { kind: "taken", ...counts };
   }
@@ -110,11 +146,14 @@ export class MemorySlotBook implements SlotBook {
   }
 }
 
-function countsOf(slots: Iterable<{ state: SlotState }>): SlotCounts {
+const none = (): Set<string> => new Set<string>();
+
+/** The counts; a pending slot that stops counting before `staleUntil` was taken past SENDING_MS. */
+function countsOf(slots: Iterable<Slot>, staleUntil: number): SlotCounts {
   const counts: SlotCounts = { placed: 0, uncertain: 0, inFlight: 0 };
-  for (const { state } of slots) {
+  for (const { state, until } of slots) {
     if (state === "c") counts.placed++;
-    else if (state === "u") counts.uncertain++;
+    else if (state === "u" || until < staleUntil) counts.uncertain++;
     else counts.inFlight++;
   }
   return counts;

@@ -1,7 +1,14 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { ToolError } from "../errors.js";
 import type { LimitsHealth } from "../limits/health.js";
-import { MemorySlotBook, type Settle, type SlotBook, type SlotCounts } from "../limits/slots.js";
+import {
+  HOUR_MS,
+  MemorySlotBook,
+  PENDING_MS,
+  type Settle,
+  type SlotBook,
+  type SlotCounts,
+} from "../limits/slots.js";
 import type { Sku, Store } from "../storelink/client.js";
 
 /**
@@ -13,11 +20,16 @@ import type { Sku, Store } from "../storelink/client.js";
  *   so a retry with the same key joins the slot its first attempt holds (pending or counted)
  *   and goes to StoreLink, which folds it: a retry is never refused by the cap.
  * - A key-less create takes a slot of its own: it cannot be told apart from a new order.
- * - The slot counts when StoreLink created the order or the outcome is unknown; it is given
- *   back when nothing was sent or StoreLink replayed an order older than the slot.
+ * - Every attempt holds under a token of its own. The slot counts when StoreLink created the
+ *   order or the outcome is unknown; an attempt gives its hold back when nothing was sent or
+ *   StoreLink replayed an order older than the slot, and the slot goes once no attempt holds it.
  * - When the book cannot be read (a shared store down, slow or answering garbage), no write is
- *   sent: `limitsUnavailable`, retryable. A settle that fails leaves the slot pending, which
- *   still counts (an over-count is the safe side).
+ *   sent: `limitsUnavailable`, retryable. The take may still have run (an answer past the
+ *   deadline, or lost with its connection), so its release follows it at once on the same
+ *   connection, and again until the store answers: a write refused unsent never keeps a slot
+ *   once the store answers again, and the release frees only what this attempt's take held.
+ * - A `count` or `uncertain` that fails leaves the slot pending, which still counts (an
+ *   over-count is the safe side); a release that fails is retried until the store answers.
  */
 
 export interface OrderCapOptions {
@@ -51,6 +63,8 @@ export class OrderCap {
   readonly #slots: SlotBook;
   readonly #health: LimitsHealth | undefined;
   readonly #describe: (error: unknown) => string;
+  /** Releases waiting for the store to answer again. */
+  #retrying = 0;
 
   constructor(options: OrderCapOptions) {
     this.perHour = options.perHour;
@@ -67,17 +81,21 @@ export class OrderCap {
     if (this.perHour <= 0) return NO_OP;
     const bucket = bucketOf(store, item);
     const name = slotName(idempotencyKey) ?? `once:${randomUUID()}`;
-    const taken = await this.#ask(() => this.#slots.take(bucket, name, this.perHour));
+    const holder = randomBytes(9).toString("base64url");
+    const settle = (how: Settle): Promise<void> => this.#settle(bucket, name, how, holder);
+    const taken = await this.#ask(
+      () => this.#slots.take(bucket, name, this.perHour, holder),
+      // Refused unsent, whatever the take did on the store. Not a health report: the take's
+      // failure was one, and a release can pass where a take cannot (a full store).
+      () => this.#retry(bucket, name, "release", holder, true),
+    );
     if (taken.kind === "full") throw capReached(store, item, this.perHour, taken);
     const joined = taken.kind === "held";
-    const settle = (how: Settle | undefined): Promise<void> =>
-      how === undefined ? Promise.resolve() : this.#settle(bucket, name, how);
     return {
       // A joiner's replay proves the slot's order landed; a holder's means it is older.
       answered: (replayed) => settle(replayed ? (joined ? "landed" : "release") : "count"),
-      // A joiner gives back nothing: the slot is its first attempt's.
-      failed: (mayHaveLanded) =>
-        settle(mayHaveLanded ? "uncertain" : joined ? undefined : "release"),
+      // A joiner gives back only its own hold: the slot stays while its first attempt holds it.
+      failed: (mayHaveLanded) => settle(mayHaveLanded ? "uncertain" : "release"),
     };
   }
 
@@ -95,27 +113,60 @@ export class OrderCap {
     if (peeked.kind === "full") throw capReached(store, item, this.perHour, peeked);
   }
 
-  async #ask<T>(decide: () => Promise<T>): Promise<T> {
+  async #ask<T>(decide: () => Promise<T>, onFailure?: () => void): Promise<T> {
     try {
       const answer = await decide();
       this.#health?.answered();
       return answer;
     } catch (error) {
       this.#health?.failed(this.#describe(error));
+      onFailure?.();
       throw limitsUnavailable();
     }
   }
 
-  async #settle(bucket: string, name: string, how: Settle): Promise<void> {
+  async #settle(bucket: string, name: string, how: Settle, holder: string): Promise<void> {
     try {
-      await this.#slots.settle(bucket, name, how);
+      await this.#slots.settle(bucket, name, how, holder);
       this.#health?.answered();
     } catch (error) {
       // The slot stays as it was (pending counts): never a failure of the write itself.
       this.#health?.failed(this.#describe(error));
+      if (how === "release" || how === "landed") this.#retry(bucket, name, how, holder);
     }
   }
+
+  /**
+   * Sends a release (or `landed`) until the store takes it (`now`: the first at once), backing
+   * off to a try every RETRY_MAX_MS, for as long as the slot could live; at most MAX_RETRIES at
+   * once (past that the slot just runs out its time: the safe side). Both are idempotent per
+   * holder. Silent: the call that failed has told the health already.
+   */
+  #retry(bucket: string, name: string, how: Settle, holder: string, now = false): void {
+    if (this.#retrying >= MAX_RETRIES) return;
+    this.#retrying++;
+    const giveUpAt = Date.now() + HOUR_MS + PENDING_MS;
+    const send = async (n: number): Promise<void> => {
+      try {
+        await this.#slots.settle(bucket, name, how, holder);
+        this.#retrying--;
+      } catch {
+        if (Date.now() < giveUpAt) later(n + 1);
+        else this.#retrying--;
+      }
+    };
+    const later = (n: number): void => {
+      // A retry never holds the process open: at exit, the slot runs out its time instead.
+      setTimeout(() => void send(n), Math.min(RETRY_FIRST_MS * 2 ** n, RETRY_MAX_MS)).unref();
+    };
+    if (now) void send(0);
+    else later(0);
+  }
 }
+
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 15_000;
+const MAX_RETRIES = 10_000;
 
 const bucketOf = (store: Store, item: Sku): string => `${store.store_id}:${item.sku}`;
 

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { RedisLimits } from "../limits/redis.js";
 
@@ -23,12 +24,20 @@ type Limiter = RateLimiterMemory | RateLimiterRedis;
 
 const WINDOW_SECONDS = 60;
 
+/**
+ * A caller's key in either limiter: 128 bits of SHA-256 in base64url, 22 characters whatever the
+ * identity (an unverified token's `email` is the caller's to choose), so no caller grows the
+ * store, or this process, by choosing a long one.
+ */
+export const callerKey = (caller: string): string =>
+  createHash("sha256").update(caller, "utf8").digest("base64url").slice(0, 22);
+
 async function takeFrom(
   limiter: Limiter,
   caller: string,
 ): Promise<{ retryAfterSeconds: number } | null> {
   try {
-    await limiter.consume(caller);
+    await limiter.consume(callerKey(caller));
     return null;
   } catch (refused) {
     if (refused instanceof RateLimiterRes) {

@@ -47,6 +47,8 @@ export interface RedisOptions {
   maxmemoryPolicy?: string;
   /** TLS on the port, with these PEM files; the plain port is then off. */
   tls?: { cert: string; key: string; ca: string };
+  /** More `redis-server` arguments (a `--maxmemory`, say), after the others. */
+  args?: string[];
 }
 
 export interface RunningRedis {
@@ -96,6 +98,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
           "no",
         ]
       : ["--port", String(port)]),
+    ...(options.args ?? []),
   ];
   const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
