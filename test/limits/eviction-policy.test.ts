@@ -80,7 +80,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store's eviction policy", () => {
     opened.push(limits);
     await until(() => limits.refusal !== undefined, "the policy to be refused");
     expect(await limits.refused).toContain("volatile-lru");
-    await expect(limits.slots.take("47:8847291", "a", 3)).rejects.toThrow(/not connected/);
+    await expect(limits.slots.take("47:8847291", "a", 3, "h1")).rejects.toThrow(/not connected/);
     expect(limits.health.state).toBe("unavailable");
     const admin = createClient({ url: redis.url });
     await admin.connect();
@@ -97,6 +97,6 @@ describe.runIf(REDIS_AVAILABLE)("the limits store's eviction policy", () => {
     opened.push(limits);
     await until(() => limits.health.state === "ok", "the store to be checked");
     expect(limits.refusal).toBeUndefined();
-    expect(await limits.slots.take("47:8847291", "a", 3)).toMatchObject({ kind: "taken" });
+    expect(await limits.slots.take("47:8847291", "a", 3, "h1")).toMatchObject({ kind: "taken" });
   });
 });
