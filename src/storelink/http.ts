@@ -264,7 +264,9 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     if (key) headers[STORELINK_KEY_HEADER] = keyHeader(key, ids);
     const response = await this.#send(`${this.#base}${path}`, { headers }, "read", ids);
     if (response.status !== 200) throw await this.#errorFrom(response, "read", ids);
-    return this.#parse(response, schema, "read", ids);
+    // The key sent is taken out of the answer (in every form) before any field is checked.
+    const answer = await this.#parse(response, schema, "read", ids);
+    return key ? key.scrub(answer) : answer;
   }
 
   /** fetch with a deadline; transport failures become `unavailable` or `outcome_unknown`. */
