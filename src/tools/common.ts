@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import { scrubSentKeys } from "../keys/sent-keys.js";
-import type { Sku, Store } from "../storelink/client.js";
+import type { Sku, Store, StoreLinkClient } from "../storelink/client.js";
 import { checkedSku, checkedSkus, checkedStores } from "../storelink/contract.js";
 import { ID_PATTERN, ID_RULE } from "../storelink/ids.js";
 import type { ToolContext } from "./define.js";
@@ -84,8 +84,13 @@ export const querySchema = textOrWholeNumber(
  * seen keys in other calls: its text is scrubbed of every key this process has sent, then checked.
  */
 export async function storeDirectory(ctx: ToolContext): Promise<Map<string, Store>> {
-  const stores = checkedStores(scrubSentKeys(await ctx.storelink.listStores()));
+  const stores = await directoryOf(ctx.storelink);
   return new Map(stores.map((s) => [s.store_id, s]));
+}
+
+/** The directory's stores, scrubbed and checked (also the korral://stores resource's). */
+export async function directoryOf(storelink: StoreLinkClient): Promise<Store[]> {
+  return checkedStores(scrubSentKeys(await storelink.listStores()));
 }
 
 /** One catalogue entry, scrubbed and checked as the directory is; it must be the SKU asked for. */

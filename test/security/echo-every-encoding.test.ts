@@ -333,3 +333,32 @@ describe("a StoreLink echoing the key in every encoding, in every text field of 
     expectNoKey(run);
   }, 240_000);
 });
+
+describe("the korral://stores resource", () => {
+  it("carries no form of the key StoreLink echoes in a store's name", async () => {
+    const storelink = new EchoingStoreLink({ acceptedKeys: { "47": KEY } });
+    const h = await connect({ storelink, keys: new MapKeyProvider({ "47": KEY }) });
+    const texts: string[] = [];
+    try {
+      // One keyed read first: now StoreLink has seen the key.
+      await h.call("get_stock_position", { sku: "8847291", store_ids: ["47"] });
+      for (const encoding of ENCODINGS) {
+        for (const c of CASES) {
+          storelink.echo = {
+            answer: "stores",
+            field: "name",
+            place: "appended",
+            text: (key) => c.apply(encoding.encode(key)),
+          };
+          const read = await h.client.readResource({ uri: "korral://stores" });
+          texts.push(JSON.stringify(read));
+        }
+      }
+    } finally {
+      await h.close();
+    }
+    expect(storelink.injected).toBe(ENCODINGS.length * CASES.length);
+    expect(texts.join("")).toContain("[REDACTED]");
+    expect(leaksIn("resources/read", texts.join(""))).toEqual([]);
+  });
+});
