@@ -180,6 +180,14 @@ const ECHOES: (Echo & { label: string })[] = (Object.keys(FIELDS) as Answer[]).f
   ),
 );
 
+/**
+ * For the 2026-07-28 run (slower: HTTP, and two rounds per create), one place per field: appended
+ * to free text, instead of every other value. Below the protocol both eras run the same code.
+ */
+const ONE_PLACE = ECHOES.filter(
+  (e) => (e.place === "appended") === ANSWERS_DESPITE_ECHO.has(`${e.answer}.${e.field}`),
+);
+
 /** The forms of the key found in `text`, ignoring case as the echoes vary it. */
 const leaksIn = (where: string, text: string): string[] => {
   const lower = text.toLowerCase();
@@ -204,6 +212,7 @@ afterAll(async () => {
 /** Runs every echo through `open`'s client; returns what must hold no key, and each echo's fate. */
 async function runEra(
   era: string,
+  echoes: readonly (Echo & { label: string })[],
   open: (
     storelink: EchoingStoreLink,
     recorder: ReturnType<typeof createRecorder>,
@@ -231,7 +240,7 @@ async function runEra(
         "isError",
         true,
       );
-      for (const echo of ECHOES) {
+      for (const echo of echoes) {
         storelink.echo = echo;
         const before = storelink.injected;
         const results = [];
@@ -280,7 +289,7 @@ function expectNoKey(run: Awaited<ReturnType<typeof runEra>>): void {
 
 describe("a StoreLink echoing the key in every encoding, in every text field of every answer", () => {
   it("2025-06-18: no form of the key in any result, trace, audit line, ops line or stderr", async () => {
-    const run = await runEra("2025", async (storelink, recorder) => {
+    const run = await runEra("2025", ECHOES, async (storelink, recorder) => {
       const h = await connect({
         storelink,
         keys: new MapKeyProvider({ "47": KEY }),
@@ -294,7 +303,7 @@ describe("a StoreLink echoing the key in every encoding, in every text field of 
   }, 240_000);
 
   it("2026-07-28: no form of the key in any result, trace, audit line, ops line or stderr", async () => {
-    const run = await runEra("2026", async (storelink, recorder) => {
+    const run = await runEra("2026", ONE_PLACE, async (storelink, recorder) => {
       const listening = await listen(
         createApp({
           storelink,
