@@ -148,14 +148,22 @@ const CALLS: Record<Answer, { name: string; arguments: Record<string, unknown> }
     { name: "get_stock_position", arguments: { sku: "8847291", store_ids: ["47"] } },
     { name: "create_replenishment_order", arguments: ORDER },
   ],
-  stock: [{ name: "get_stock_position", arguments: { sku: "8847291", store_ids: ["47"] } }],
+  stock: [
+    { name: "get_stock_position", arguments: { sku: "8847291", store_ids: ["47"] } },
+    // A preview, and a write (its confirmation quotes the live reading), read stock too.
+    { name: "create_replenishment_order", arguments: { ...ORDER, dry_run: true } },
+    { name: "create_replenishment_order", arguments: ORDER },
+  ],
   created: [{ name: "create_replenishment_order", arguments: ORDER }],
   order: [
     { name: "get_replenishment_status", arguments: { store_id: "47", order_id: "RPL-47-001" } },
   ],
 };
 
-/** Free text kept (scrubbed) or not read at all: the call still answers. Every other echo is off the contract. */
+/**
+ * Free text kept (scrubbed) or not read at all: every call reading it still answers. An echo in
+ * any other field puts the answer off the contract: every call reading it fails.
+ */
 const ANSWERS_DESPITE_ECHO = new Set([
   "stores.name",
   "sku.name",
@@ -244,16 +252,25 @@ async function runEra(
         storelink.echo = echo;
         const before = storelink.injected;
         const results = [];
-        for (const c of CALLS[echo.answer]) results.push(await call(c.name, c.arguments));
+        /** Whether each call was handed the echo (a 2025 write reads no stock, for one). */
+        const echoed: boolean[] = [];
+        for (const c of CALLS[echo.answer]) {
+          const at = storelink.injected;
+          results.push(await call(c.name, c.arguments));
+          echoed.push(storelink.injected > at);
+        }
         outputs.push(results);
         if (storelink.injected === before) wrong.push(`${echo.label}: never echoed`);
-        const primary = results[0];
+        // Every call handed the echo: answered despite a free-text echo, else refused.
         const answers = ANSWERS_DESPITE_ECHO.has(`${echo.answer}.${echo.field}`);
-        if ((primary?.isError === true) === answers) {
-          wrong.push(`${echo.label}: isError ${primary?.isError}`);
-        }
+        results.forEach((result, i) => {
+          if (echoed[i] && (result.isError === true) === answers) {
+            wrong.push(`${echo.label}, call ${i}: isError ${result.isError}`);
+          }
+        });
         if (echo.answer === "created" && !answers) {
-          const type = (primary?.structuredContent as { error?: { type?: string } })?.error?.type;
+          const type = (results[0]?.structuredContent as { error?: { type?: string } })?.error
+            ?.type;
           if (type !== "outcome_unknown") wrong.push(`${echo.label}: ${type}, not outcome_unknown`);
         }
       }
