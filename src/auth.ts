@@ -1,11 +1,13 @@
 import { authFailed, noCredentials } from "./errors.js";
 import type { ApiKey } from "./keys/api-key.js";
 import type { StoreKeyProvider } from "./keys/provider.js";
+import { rememberSentKey, scrubSentKeys } from "./keys/sent-keys.js";
 import { isStoreLinkError } from "./storelink/client.js";
 
 /**
  * Runs one store-scoped StoreLink call with that store's key, and returns its answer with that
- * key scrubbed out of every text (a StoreLink that echoes the key in an order's reason).
+ * key, and every other key this process has sent, scrubbed out of every text in any encoding
+ * (a StoreLink that echoes the key in an order's reason).
  *
  * On a 401 the key is reloaded (bypassing any cache) and the call retried exactly once, so a
  * rotation mid-call recovers invisibly. Only a 401 is retried: a 401 means StoreLink refused the
@@ -19,7 +21,8 @@ export async function withStoreKey<T>(
   const key = await keys.getKey(storeId);
   if (!key) throw noCredentials(storeId);
   try {
-    return key.scrub(await call(key));
+    rememberSentKey(key);
+    return scrubSentKeys(key.scrub(await call(key)));
   } catch (error) {
     if (!isStoreLinkError(error, "unauthorized")) throw error;
   }
@@ -27,7 +30,8 @@ export async function withStoreKey<T>(
   const reloaded = await keys.getKey(storeId, { fresh: true });
   if (!reloaded) throw noCredentials(storeId);
   try {
-    return reloaded.scrub(await call(reloaded));
+    rememberSentKey(reloaded);
+    return scrubSentKeys(reloaded.scrub(await call(reloaded)));
   } catch (error) {
     if (isStoreLinkError(error, "unauthorized")) throw authFailed(storeId);
     throw error;

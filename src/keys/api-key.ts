@@ -1,4 +1,5 @@
 import { inspect } from "node:util";
+import { formsPattern, keyForms } from "./key-forms.js";
 
 /**
  * A key travels in the `X-StoreLink-Key` header, so it must be a string every hop carries byte
@@ -21,6 +22,8 @@ export const isSendableKey = (value: string): boolean => SENDABLE_KEY.test(value
  */
 export class ApiKey {
   readonly #value: string;
+  /** The scrub pattern, built at the first scrub. */
+  #pattern: RegExp | undefined | null = null;
 
   constructor(value: string) {
     this.#value = value;
@@ -31,23 +34,18 @@ export class ApiKey {
   }
 
   /**
-   * `value` with every copy of this key taken out (as sent, and percent-encoded or base64, the
-   * forms a careless echo takes), recursively through arrays and plain objects: what StoreLink
-   * answers never carries the key it was sent back into a result or a log.
+   * `value` with every copy of this key taken out, in any of the forms an echo takes (key-forms.ts:
+   * raw, escaped, hex, base64 and base64url at every alignment, any case), recursively through
+   * arrays and plain objects: what StoreLink answers never carries the key it was sent back into a
+   * result or a log.
    */
   scrub<T>(value: T): T {
-    const forms = [
-      this.#value,
-      encodeURIComponent(this.#value),
-      Buffer.from(this.#value).toString("base64"),
-    ].filter((form, i, all) => form.length >= 4 && all.indexOf(form) === i);
+    if (this.#pattern === null) this.#pattern = formsPattern(keyForms(this.#value));
+    const pattern = this.#pattern;
     // Returns `v` itself when it holds no copy (the usual answer): nothing is rebuilt then.
     const clean = (v: unknown, depth: number): unknown => {
       if (typeof v === "string") {
-        let text = v;
-        for (const form of forms)
-          if (text.includes(form)) text = text.split(form).join("[REDACTED]");
-        return text;
+        return pattern === undefined ? v : v.replace(pattern, "[REDACTED]");
       }
       if (depth > 32 || typeof v !== "object" || v === null) return v;
       if (Array.isArray(v)) {

@@ -1,5 +1,6 @@
 import { ResourceNotFoundError, type Server } from "@modelcontextprotocol/server";
 import { z } from "zod";
+import { directoryOf } from "../tools/common.js";
 import type { ServerDeps } from "../tools/define.js";
 import { LIST_PARAMS } from "./list-params.js";
 import { onRequest } from "./protocol-error.js";
@@ -27,7 +28,8 @@ export async function readResource(deps: ServerDeps, uri: string) {
   if (uri !== STORES_URI) {
     throw new ResourceNotFoundError(uri, `Unknown resource ${uri}. Available: ${STORES_URI}`);
   }
-  const stores = await deps.storelink.listStores();
+  // Scrubbed of every key this process has sent, as the tools' directory is.
+  const stores = await directoryOf(deps.storelink);
   return {
     contents: [{ uri: STORES_URI, mimeType: "application/json", text: JSON.stringify({ stores }) }],
   };

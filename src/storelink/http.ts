@@ -13,6 +13,7 @@ import {
   StoreLinkError,
   type StoreLinkErrorKind,
 } from "./client.js";
+import { checkedCreate, checkedOrder, checkedStock } from "./contract.js";
 import { checkId } from "./ids.js";
 
 export const STORELINK_KEY_HEADER = "X-StoreLink-Key";
@@ -207,17 +208,23 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   }
 
   async getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading> {
-    return this.#read(`/v1/stores/${seg(storeId)}/stock/${seg(sku)}`, key, stockSchema, {
-      storeId,
-      sku,
-    });
+    const reading = await this.#read(
+      `/v1/stores/${seg(storeId)}/stock/${seg(sku)}`,
+      key,
+      stockSchema,
+      { storeId, sku },
+    );
+    return checkedStock(reading, storeId, sku);
   }
 
   async getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
-    return this.#read(`/v1/stores/${seg(storeId)}/orders/${seg(orderId)}`, key, orderSchema, {
-      storeId,
-      orderId,
-    });
+    const order = await this.#read(
+      `/v1/stores/${seg(storeId)}/orders/${seg(orderId)}`,
+      key,
+      orderSchema,
+      { storeId, orderId },
+    );
+    return checkedOrder(order, storeId, orderId);
   }
 
   async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
@@ -240,22 +247,9 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     const response = await this.#send(url, { method: "POST", headers, body }, "write", ids);
     if (response.status === 201 || response.status === 200) {
       const order = await this.#parse(response, orderSchema, "write", ids);
-      // An order other than the one sent is no clean CREATED of what was asked: something landed,
-      // and a person must look at it.
-      const differs = (["store_id", "sku", "quantity"] as const).filter(
-        (field) => order[field] !== request[field],
-      );
-      if (differs.length > 0) {
-        throw transportError(
-          "write",
-          new Failure(
-            true,
-            `StoreLink answered order ${order.order_id} with another ${differs.join(", ")}`,
-          ),
-          ids,
-        );
-      }
-      return { order, replayed: response.status === 200 };
+      // Only the fields StoreLink owns are taken, each on its contract shape; an order other than
+      // the one sent is no clean CREATED of what was asked: something landed, a person must look.
+      return checkedCreate({ order, replayed: response.status === 200 }, request);
     }
     throw await this.#errorFrom(response, "write", ids);
   }
@@ -270,7 +264,9 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     if (key) headers[STORELINK_KEY_HEADER] = keyHeader(key, ids);
     const response = await this.#send(`${this.#base}${path}`, { headers }, "read", ids);
     if (response.status !== 200) throw await this.#errorFrom(response, "read", ids);
-    return this.#parse(response, schema, "read", ids);
+    // The key sent is taken out of the answer (in every form) before any field is checked.
+    const answer = await this.#parse(response, schema, "read", ids);
+    return key ? key.scrub(answer) : answer;
   }
 
   /** fetch with a deadline; transport failures become `unavailable` or `outcome_unknown`. */

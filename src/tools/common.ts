@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { ToolError } from "../errors.js";
-import type { Store } from "../storelink/client.js";
+import { scrubSentKeys } from "../keys/sent-keys.js";
+import type { Sku, Store, StoreLinkClient } from "../storelink/client.js";
+import { checkedSku, checkedSkus, checkedStores } from "../storelink/contract.js";
 import { ID_PATTERN, ID_RULE } from "../storelink/ids.js";
 import type { ToolContext } from "./define.js";
 
@@ -77,10 +79,28 @@ export const querySchema = textOrWholeNumber(
   'Part of a product name ("butter") or the start of a SKU code ("8847"; a whole number is also accepted)',
 );
 
-/** The store directory as a map, read once per call. */
+/**
+ * The store directory as a map, read once per call. It is sent without a key, but StoreLink has
+ * seen keys in other calls: its text is scrubbed of every key this process has sent, then checked.
+ */
 export async function storeDirectory(ctx: ToolContext): Promise<Map<string, Store>> {
-  const stores = await ctx.storelink.listStores();
+  const stores = await directoryOf(ctx.storelink);
   return new Map(stores.map((s) => [s.store_id, s]));
+}
+
+/** The directory's stores, scrubbed and checked (also the korral://stores resource's). */
+export async function directoryOf(storelink: StoreLinkClient): Promise<Store[]> {
+  return checkedStores(scrubSentKeys(await storelink.listStores()));
+}
+
+/** One catalogue entry, scrubbed and checked as the directory is; it must be the SKU asked for. */
+export async function catalogueItem(ctx: ToolContext, sku: string): Promise<Sku> {
+  return checkedSku(scrubSentKeys(await ctx.storelink.getSku(sku)), sku);
+}
+
+/** Catalogue matches, scrubbed and checked as the directory is. */
+export async function catalogueMatches(ctx: ToolContext, query: string): Promise<Sku[]> {
+  return checkedSkus(scrubSentKeys(await ctx.storelink.lookupSku(query)));
 }
 
 export function unknownStore(storeId: string, directory: Map<string, Store>): ToolError {

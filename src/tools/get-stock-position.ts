@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
 import { errorBodySchema, ToolError, toToolError } from "../errors.js";
+import { checkedStock } from "../storelink/contract.js";
 import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
 import { CALL_ORDER, GAP_SEMANTICS, NOT_SUPPORTED } from "./boundaries.js";
-import { skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import { catalogueItem, skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
 import { defineTool } from "./define.js";
 import { gapOf } from "./gap.js";
 
@@ -69,7 +70,7 @@ export const getStockPosition = defineTool({
   },
   storeIdOf: ({ store_ids }) => (store_ids.length === 1 ? (store_ids[0] ?? null) : null),
   async handler({ sku, store_ids }, ctx) {
-    const [item, directory] = await Promise.all([ctx.storelink.getSku(sku), storeDirectory(ctx)]);
+    const [item, directory] = await Promise.all([catalogueItem(ctx, sku), storeDirectory(ctx)]);
     const storeIds = [...new Set(store_ids)];
 
     const stores = await Promise.all(
@@ -77,8 +78,13 @@ export const getStockPosition = defineTool({
         const store = directory.get(storeId);
         try {
           if (!store) throw unknownStore(storeId, directory);
-          const reading = await withStoreKey(ctx.keys, storeId, (key) =>
-            ctx.storelink.getStock(storeId, item.sku, key),
+          // Only the counts and the time (re-written by this server) come from the reading.
+          const reading = checkedStock(
+            await withStoreKey(ctx.keys, storeId, (key) =>
+              ctx.storelink.getStock(storeId, item.sku, key),
+            ),
+            storeId,
+            item.sku,
           );
           const { gap, reading: label } = gapOf(reading.on_hand, reading.units_sold_last_24h);
           return {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
-import { querySchema } from "./common.js";
+import { catalogueMatches, querySchema } from "./common.js";
 import { defineTool } from "./define.js";
 
 const skuShape = z.object({
@@ -37,7 +37,7 @@ export const lookupSku = defineTool({
   },
   storeIdOf: () => null,
   async handler({ query }, ctx) {
-    const matches = await ctx.storelink.lookupSku(query);
+    const matches = await catalogueMatches(ctx, query);
     if (matches.length > 0) return { query, matches };
     return {
       query,

@@ -9,7 +9,8 @@ import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 /**
  * StoreLink answering off its contract (openapi/storelink.yaml), over real loopback sockets: the
  * client never follows a redirect (the key stays with StoreLink's origin), a write that may have
- * landed is outcome_unknown whatever the answer's body claims, and no answer is read past 1 MiB.
+ * landed is outcome_unknown whatever the answer's body claims, a field StoreLink owns off its
+ * contract shape is an off-contract answer, and no answer is read past 1 MiB.
  */
 
 const KEY = new ApiKey(SEED_ACCEPTED_KEYS["47"] as string);
@@ -155,6 +156,60 @@ describe("StoreLink off its contract", () => {
   ])("a 201 with another %s is outcome_unknown, never a clean order", async (_name, change) => {
     const { client } = await serve((_req, res) => json(res, 201, { ...CREATED, ...change }));
     expect(await kindOf(client.createOrder(ORDER, KEY))).toBe("outcome_unknown");
+  });
+
+  // Only the fields StoreLink owns are read from a create, each on its contract shape: an echo of
+  // the key, in any encoding, has nowhere to go.
+  const echo = Buffer.from(KEY.reveal()).toString("hex");
+  it.each([
+    ["an order id carrying the key", { order_id: `RPL-47-${echo}` }],
+    ["an order id that is the key", { order_id: KEY.reveal() }],
+    ["an order id of another store", { order_id: "RPL-63-001" }],
+    ["an order id of 13 digits", { order_id: "RPL-47-1234567890123" }],
+    ["a status off the list", { status: `submitted ${echo}` }],
+    ["a time that is no date-time", { created_at: `2026-12-01T10:00:00.000Z ${echo}` }],
+  ])("a 201 with %s is outcome_unknown", async (_name, change) => {
+    const { client } = await serve((_req, res) => json(res, 201, { ...CREATED, ...change }));
+    expect(await kindOf(client.createOrder(ORDER, KEY))).toBe("outcome_unknown");
+  });
+
+  it("a 201 whose reason carries the key answers the reason sent, and the time as written here", async () => {
+    const { client } = await serve((_req, res) =>
+      json(res, 201, {
+        ...CREATED,
+        reason: `${ORDER.reason} ${echo}`,
+        created_at: "2026-12-01T11:00:00+01:00",
+      }),
+    );
+    const { order } = await client.createOrder(ORDER, KEY);
+    expect(order).toEqual({ ...CREATED, created_at: "2026-12-01T10:00:00.000Z" });
+  });
+
+  it.each([
+    ["another order id", { order_id: "RPL-47-002" }],
+    ["another store", { store_id: "63" }],
+    ["a SKU carrying the key", { sku: `8847291-${echo}` }],
+    ["a SKU that is not an id", { sku: "8847291 x" }],
+    ["a time that is no date-time", { created_at: echo }],
+  ])("a status read answered with %s is unavailable", async (_name, change) => {
+    const { client } = await serve((_req, res) => json(res, 200, { ...CREATED, ...change }));
+    expect(await kindOf(client.getOrder("47", "RPL-47-001", KEY))).toBe("unavailable");
+  });
+
+  it.each([
+    ["another store", { store_id: "63" }],
+    ["another SKU", { sku: "8847315" }],
+    ["a time carrying the key", { as_of: `2026-12-01T10:00:00Z${echo}` }],
+  ])("a stock reading with %s is unavailable", async (_name, change) => {
+    const reading = {
+      store_id: "47",
+      sku: "8847291",
+      on_hand: 3,
+      units_sold_last_24h: 11,
+      as_of: "2026-12-01T10:00:00.000Z",
+    };
+    const { client } = await serve((_req, res) => json(res, 200, { ...reading, ...change }));
+    expect(await kindOf(client.getStock("47", "8847291", KEY))).toBe("unavailable");
   });
 
   it("an answer over 1 MiB is an error and is not read to its end", async () => {

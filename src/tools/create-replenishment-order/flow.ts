@@ -10,7 +10,8 @@ import {
   submittedWrite,
 } from "../../policy/audit.js";
 import { holdSlot } from "../../policy/order-cap.js";
-import { storeDirectory, unknownStore } from "../common.js";
+import { checkedCreate } from "../../storelink/contract.js";
+import { catalogueItem, storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
 import { askBuyer, confirmationRequired, confirmedByState } from "./confirmation.js";
 import { amount, preview } from "./preview.js";
@@ -40,7 +41,7 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
   try {
     const [directory, item] = await Promise.all([
       storeDirectory(ctx),
-      ctx.storelink.getSku(args.sku),
+      catalogueItem(ctx, args.sku),
     ]);
     const store = directory.get(args.store_id);
     if (!store) throw unknownStore(args.store_id, directory);
@@ -71,19 +72,19 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
 
     let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
     try {
-      created = await withStoreKey(ctx.keys, args.store_id, (key) => {
+      const request = {
+        store_id: args.store_id,
+        sku: item.sku,
+        quantity: args.quantity,
+        reason: args.reason,
+        ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }),
+      };
+      created = await withStoreKey(ctx.keys, args.store_id, async (key) => {
         stage = "sent";
         ctx.onSend?.();
-        return ctx.storelink.createOrder(
-          {
-            store_id: args.store_id,
-            sku: item.sku,
-            quantity: args.quantity,
-            reason: args.reason,
-            ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }),
-          },
-          key,
-        );
+        // From the answer only the receipt (order id, status, time) on its contract shape; the
+        // rest is what was sent. Off the contract, the write is uncertain (it was sent).
+        return checkedCreate(await ctx.storelink.createOrder(request, key), request);
       });
     } catch (error) {
       // An order that may have landed counts against the cap; a refusal does not.
@@ -99,7 +100,9 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       submittedWrite(auditArgs, ctx.requestId, order.order_id, replayed, confirmed),
       ctx.traceFields,
     );
-    const what = `${amount(order.quantity, item)} for ${store.name} (store ${store.store_id})`;
+    // Store, SKU, quantity and reason are the ones sent (checkedCreate); StoreLink's own text
+    // reaches neither the answer nor the confirmation.
+    const what = `${amount(args.quantity, item)} for ${store.name} (store ${store.store_id})`;
     return {
       mode: "submitted",
       order_id: order.order_id,
@@ -107,14 +110,14 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       created_at: order.created_at,
       replayed,
       confirmation: replayed
-        ? `Replenishment order ${order.order_id} was already submitted at ${order.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${order.reason}`
-        : `Replenishment order ${order.order_id} submitted: ${what}. Reason: ${order.reason}`,
-      store_id: order.store_id,
+        ? `Replenishment order ${order.order_id} was already submitted at ${order.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${args.reason}`
+        : `Replenishment order ${order.order_id} submitted: ${what}. Reason: ${args.reason}`,
+      store_id: args.store_id,
       store_name: store.name,
       sku: item.sku,
       sku_name: item.name,
-      quantity: order.quantity,
-      reason: order.reason,
+      quantity: args.quantity,
+      reason: args.reason,
     };
   } catch (error) {
     // Asking is not an outcome: round 2 (or the buyer's silence) writes the audit line.

@@ -2,6 +2,7 @@ import { withStoreKey } from "../../auth.js";
 import { previewedWrite } from "../../policy/audit.js";
 import { refuseIfFull } from "../../policy/order-cap.js";
 import type { Sku, StockReading, Store } from "../../storelink/client.js";
+import { checkedStock } from "../../storelink/contract.js";
 import type { ToolContext } from "../define.js";
 import { gapOf } from "../gap.js";
 import type { OrderInput, OrderOutput } from "./schema.js";
@@ -18,10 +19,21 @@ export const describeStock = (s: StockReading): string => {
 export const amount = (quantity: number, item: Sku): string =>
   `${quantity}${item.unit === "kg" ? " kg of" : " x"} ${item.name} (SKU ${item.sku})`;
 
-/** The live reading: proves the key works and the SKU is ranged, and gives the buyer numbers. */
-export const readStock = (args: OrderInput, ctx: ToolContext, item: Sku): Promise<StockReading> =>
-  withStoreKey(ctx.keys, args.store_id, (key) =>
-    ctx.storelink.getStock(args.store_id, item.sku, key),
+/**
+ * The live reading: proves the key works and the SKU is ranged, and gives the buyer numbers. Only
+ * its counts and time are StoreLink's, checked as get_stock_position checks them.
+ */
+export const readStock = async (
+  args: OrderInput,
+  ctx: ToolContext,
+  item: Sku,
+): Promise<StockReading> =>
+  checkedStock(
+    await withStoreKey(ctx.keys, args.store_id, (key) =>
+      ctx.storelink.getStock(args.store_id, item.sku, key),
+    ),
+    args.store_id,
+    item.sku,
   );
 
 /**

@@ -1,0 +1,73 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { ApiKey } from "../../src/keys/api-key.js";
+
+/**
+ * ApiKey.scrub against an echo built as an attacker would: any sendable key, wrapped in random
+ * bytes at any offset, encoded in any of the forms, in any case, inside other text. What is left
+ * holds no run of the encoding that carries the key's bytes; ordinary text is left alone.
+ */
+
+const sendableKey = fc.string({
+  unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
+  minLength: 12,
+  maxLength: 60,
+});
+const bytes = (n: number) => fc.uint8Array({ minLength: n, maxLength: n });
+
+type Form = (blob: Buffer, key: Buffer) => { echo: string; core: string };
+const FORMS: Record<string, Form> = {
+  raw: (_b, key) => ({ echo: key.toString("latin1"), core: key.toString("latin1") }),
+  hex: (b, key) => ({ echo: b.toString("hex"), core: key.toString("hex") }),
+  percent: (b, key) => ({
+    echo: b.toString("hex").replace(/../g, "%$&"),
+    core: key.toString("hex").replace(/../g, "%$&"),
+  }),
+  base64: (b) => ({ echo: b.toString("base64"), core: "" }),
+  base64url: (b) => ({ echo: b.toString("base64url"), core: "" }),
+};
+
+/** The characters of base64(prefix, key, ...) made of the key's bits alone. */
+function coreOf(blob: Buffer, offset: number, keyLength: number, encoding: "base64" | "base64url") {
+  const first = Math.ceil((8 * offset) / 6);
+  const end = Math.floor((8 * (offset + keyLength)) / 6);
+  return blob.toString(encoding).slice(first, end);
+}
+
+describe("ApiKey.scrub", () => {
+  it("takes out the key in every form, at every alignment, in any case", () => {
+    fc.assert(
+      fc.property(
+        sendableKey,
+        fc.integer({ min: 0, max: 5 }),
+        bytes(3),
+        fc.constantFrom(...Object.keys(FORMS)),
+        fc.constantFrom("as is", "upper", "lower"),
+        (value, offset, tail, formName, kase) => {
+          const key = Buffer.from(value);
+          const blob = Buffer.concat([Buffer.from("xyzzy!").subarray(0, offset), key, tail]);
+          const form = FORMS[formName] as Form;
+          let { echo, core } = form(blob, key);
+          if (formName === "base64" || formName === "base64url") {
+            core = coreOf(blob, offset, key.length, formName);
+          }
+          const change = (t: string) =>
+            kase === "upper" ? t.toUpperCase() : kase === "lower" ? t.toLowerCase() : t;
+          const text = `order note: ${change(echo)} end`;
+          const scrubbed = new ApiKey(value).scrub(text);
+          expect(scrubbed.toLowerCase()).not.toContain(core.toLowerCase());
+          expect(scrubbed).toContain("[REDACTED]");
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it("leaves ordinary text and other keys alone", () => {
+    const key = new ApiKey("slk_47_demo_7f3a91c2e5b8");
+    const text =
+      "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. slk_63_demo_2b6d04e9a1f7";
+    expect(key.scrub(text)).toBe(text);
+    expect(key.scrub({ a: [text, 3] })).toEqual({ a: [text, 3] });
+  });
+});
