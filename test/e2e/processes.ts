@@ -30,7 +30,11 @@ async function spawnListening(
   let stderr = "";
   proc.stderr?.setEncoding("utf8");
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} did not start: ${stderr}`)), 20_000);
+    // A start that never comes is killed: a failed wait must not leave a server running.
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      reject(new Error(`${script} did not start: ${stderr}`));
+    }, 45_000);
     proc.stderr?.on("data", (chunk: string) => {
       stderr += chunk;
       const found = urlFrom(stderr);

@@ -54,7 +54,9 @@ function missingPaths(document: string, text: string): string[] {
     if (isPattern(path) || NOT_SHIPPED.has(path)) continue;
     if (!exists(path)) missing.push(`${document}: ${path}`);
   }
-  for (const match of text.matchAll(LINK)) {
+  // A link is Markdown prose: inside a fenced code block, `](…)` is code (a gcloud --format).
+  const prose = text.replace(/^```[^\n]*\n[\s\S]*?^```/gm, "");
+  for (const match of prose.matchAll(LINK)) {
     const target = (match[1] ?? "").split("#")[0] ?? "";
     if (target === "" || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
     if (!exists(join(dirname(document), target))) missing.push(`${document}: link ${target}`);
