@@ -3,7 +3,7 @@ import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { inflightCalls } from "./lifecycle/inflight.js";
-import { finishAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
+import { finishAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
 import { createServer } from "./mcp/server.js";
 import { MAX_LINE_BYTES } from "./stdio/line-limiter.js";
@@ -76,6 +76,7 @@ async function main(): Promise<void> {
       stop(signal);
     });
   }
+  warnWhenInit();
   // Only now the ready line: a client that stops the server the moment it reads it gets a stop
   // that drains and exits 0, never the default action of a signal nobody handles yet.
   // Which StoreLink answers (the URL's host, or the embedded demo): never a path, query or key.
