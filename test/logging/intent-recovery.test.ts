@@ -215,15 +215,26 @@ describe.runIf(existsSync("/usr/bin/unshare") && process.getuid?.() === 0)(
       };
       const start = (port: number) => {
         // Each its own PID namespace: both are PID 1 there, as two containers from one image.
+        // --kill-child: the server (the namespace's init) dies with unshare, and everything in
+        // the namespace with it; killing unshare alone left both servers listening for good.
         const child = spawn(
           "unshare",
-          ["--pid", "--fork", "--mount-proc", process.execPath, join(DIST, "http.js")],
+          [
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            process.execPath,
+            join(DIST, "http.js"),
+          ],
           { env: { ...env, PORT: String(port) }, stdio: ["ignore", "ignore", "pipe"] },
         );
         let err = "";
         child.stderr?.on("data", (c) => (err += c));
-        cleanups.push(() => {
-          child.kill("SIGKILL");
+        const exited = new Promise((resolve) => child.once("exit", resolve));
+        cleanups.push(async () => {
+          if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+          await exited;
         });
         return { child, stderr: () => err };
       };
