@@ -61,7 +61,12 @@ async function oneStop({ entry, stop }: Kind): Promise<Outcome> {
       if (stoppedAt === 0n && READY[entry].test(stderr)) resolve();
     });
   });
-  await Promise.race([ready, exited]);
+  if ((await Promise.race([ready.then(() => "ready"), exited])) !== "ready") {
+    // Exited before its ready line (a start that failed): counted, with its status, as unclean.
+    const [code, signal] = await exited;
+    rmSync(logDir, { recursive: true, force: true });
+    return { code: code ?? -1, signal, ms: 0 };
+  }
   if (entry === "http") {
     const port = /"port":(\d+)[^\n]*listening on HTTP/.exec(stderr)?.[1];
     await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.text());
