@@ -17,6 +17,9 @@ RUN npm run build
 FROM node:22-bookworm-slim AS runtime
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080
 WORKDIR /app
+# tini (Debian's package) runs as PID 1 with node as its child; see the ENTRYPOINT below.
+RUN apt-get update && apt-get install -y --no-install-recommends tini \
+  && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
 # No install scripts run: none of the production dependencies needs one to work.
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
@@ -25,7 +28,11 @@ COPY --from=build /app/dist ./dist
 RUN mkdir -p /app/log && chown node:node /app/log
 USER node
 EXPOSE 8080
-# Exec form: node is PID 1 and receives Cloud Run's SIGTERM itself (npm would swallow it).
+# Stopping (DEPLOYMENT.md, "Stopping"): tini is PID 1, passes every signal on to node and exits
+# with node's status. node must not be PID 1: the kernel drops a SIGKILL sent to a PID namespace's
+# init from inside it, so node's exit watchdog could not end an exit hung on a stuck read.
+# Exec form: node receives Cloud Run's SIGTERM from tini itself (npm would swallow it).
+ENTRYPOINT ["/usr/bin/tini", "--"]
 # A fixed 8 MB young generation: V8's default grows each semi-space from 1 to 16 MB, which costs
 # scavenges while the modules load and ~15 MB of RSS under load. See docs/performance.md;
 # `npm run start:http` and `npm run bench` run this same command.

@@ -4,7 +4,7 @@ import { pathToFileURL } from "node:url";
 import { type Config, ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
-import { drainAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
+import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
 import type { ServerDeps } from "./tools/define.js";
@@ -51,6 +51,7 @@ export function serve(
     });
   };
   for (const signal of STOP_SIGNALS) process.on(signal, stop);
+  warnWhenInit();
   return listener;
 }
 

@@ -3,7 +3,7 @@ import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { inflightCalls } from "./lifecycle/inflight.js";
-import { finishAndExit, STOP_SIGNALS } from "./lifecycle/shutdown.js";
+import { finishAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
 import { createServer } from "./mcp/server.js";
 import { MAX_LINE_BYTES } from "./stdio/line-limiter.js";
@@ -43,11 +43,6 @@ async function main(): Promise<void> {
       },
     },
   );
-  // Which StoreLink answers (the URL's host, or the embedded demo): never a path, query or key.
-  console.error(
-    `korral-storelink MCP server running on stdio (StoreLink: ${storelinkInUse(config)})`,
-  );
-
   // The end of stdin is the end of the session, but not of the work already asked for: every
   // request read is answered, and every tool call (a write above all) finishes and is audited,
   // within the grace period (lifecycle/shutdown.ts).
@@ -81,6 +76,13 @@ async function main(): Promise<void> {
       stop(signal);
     });
   }
+  warnWhenInit();
+  // Only now the ready line: a client that stops the server the moment it reads it gets a stop
+  // that drains and exits 0, never the default action of a signal nobody handles yet.
+  // Which StoreLink answers (the URL's host, or the embedded demo): never a path, query or key.
+  console.error(
+    `korral-storelink MCP server running on stdio (StoreLink: ${storelinkInUse(config)})`,
+  );
 }
 
 main().catch((error: unknown) => {

@@ -41,6 +41,8 @@ export async function finishAndExit(
     onGraceExceeded,
   }: StopOptions,
 ): Promise<never> {
+  // Armed when the stop begins: its deadline counts from the stop, not from `process.exit`.
+  armExitWatchdog(graceMs + EXIT_BUDGET_MS);
   let timer: NodeJS.Timeout | undefined;
   const graceOver = new Promise<false>((resolve) => {
     timer = setTimeout(() => resolve(false), graceMs);
@@ -69,36 +71,98 @@ export async function finishAndExit(
     }
   }
   opsLog.flush();
-  armExitWatchdog(EXIT_WATCHDOG_MS);
   process.exit(clean ? 0 : 1);
 }
 
-/** How long exiting may take once the logs are flushed before the watchdog ends the process. */
-const EXIT_WATCHDOG_MS = 1_500;
+/**
+ * How long past the grace a stop may take to exit (flushing included) before the watchdog may
+ * judge it stuck: the grace plus this stays under the grace plus 2 s.
+ */
+const EXIT_BUDGET_MS = 1_500;
+
+/** A stop still working (using CPU) past its budget gets at most this much more. */
+const EXIT_CAP_MS = 10_000;
+
+/**
+ * The watchdog, run by a second node: argv is the server's pid, then the deadline and the cap as
+ * `process.hrtime` nanoseconds (CLOCK_MONOTONIC, one clock for every process of the machine). From
+ * 300 ms before the deadline it reads the server's threads every 100 ms; past the deadline it
+ * SIGKILLs the server once three readings in a row show no thread running or runnable (R) and the
+ * same CPU time and thread count (stuck: every thread asleep, as behind a read that never ends),
+ * or without /proc at once; past the cap, whatever it shows. Slow is not stuck: a teardown waiting
+ * for CPU on a busy machine has a runnable thread. The server exiting closes the pipe on stdin,
+ * and the watchdog leaves.
+ */
+const WATCHDOG_SOURCE = `"use strict";
+const fs = require("node:fs");
+const [pid, deadline, cap] = process.argv.slice(1);
+const now = () => process.hrtime.bigint();
+const reading = () => {
+  try {
+    let cpu = 0, threads = 0, running = false;
+    for (const task of fs.readdirSync("/proc/" + pid + "/task")) {
+      const stat = fs.readFileSync("/proc/" + pid + "/task/" + task + "/stat", "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] === "R") running = true;
+      cpu += Number(fields[11]) + Number(fields[12]);
+      threads += 1;
+    }
+    return { running, work: cpu + "/" + threads };
+  } catch {
+    return undefined;
+  }
+};
+let last, still = 0;
+const check = () => {
+  const read = reading();
+  still = read && !read.running && last && read.work === last.work ? still + 1 : 0;
+  last = read;
+  const at = now();
+  if (at >= BigInt(cap) || (at >= BigInt(deadline) && (read === undefined || still >= 2))) {
+    try { process.kill(Number(pid), "SIGKILL"); } catch {}
+    process.exit(0);
+  }
+  setTimeout(check, 100);
+};
+setTimeout(check, Math.max(0, Number((BigInt(deadline) - now()) / 1000000n) - 300));
+const leave = () => process.exit(0);
+process.stdin.on("end", leave).on("error", leave).resume();
+`;
 
 /**
  * A read that hangs in the thread pool (a FIFO or a stuck mount as the key file) makes
- * `process.exit` itself wait for it, forever, with the event loop stopped. So exiting is watched
- * from outside: a small child holds a pipe from this process and, if the pipe is still open after
- * `ms` (this process has not exited), kills it (SIGKILL, exit 137). Everything owed is already
- * audited and flushed by then. When this process exits, the pipe closes and the child goes too.
+ * `process.exit` itself wait for it, forever, with the event loop stopped. So the stop is watched
+ * from outside: a small child (WATCHDOG_SOURCE) holds a pipe from this process and ends it
+ * (SIGKILL, exit 137) if it is still there and stuck `budgetMs` after the stop began; everything
+ * owed is audited and flushed before then. Not as PID 1: the kernel drops a SIGKILL sent to a PID
+ * namespace's init from inside the namespace, so there an init must run node (the image's tini).
  */
-function armExitWatchdog(ms: number): void {
+function armExitWatchdog(budgetMs: number): void {
+  if (process.pid === 1) return;
+  const start = process.hrtime.bigint();
+  const deadline = start + BigInt(budgetMs) * 1_000_000n;
+  const cap = deadline + BigInt(EXIT_CAP_MS) * 1_000_000n;
   try {
     const watchdog = spawn(
       process.execPath,
-      [
-        "-e",
-        `const t=setTimeout(()=>{try{process.kill(${process.pid},"SIGKILL")}catch{}process.exit(0)},${ms});` +
-          "process.stdin.on('end',()=>{clearTimeout(t);process.exit(0)});process.stdin.on('error',()=>{clearTimeout(t);process.exit(0)});process.stdin.resume();",
-      ],
-      { stdio: ["pipe", "ignore", "ignore"], detached: true },
+      ["-e", WATCHDOG_SOURCE, String(process.pid), String(deadline), String(cap)],
+      // No env: NODE_OPTIONS and the like are the server's, not the watchdog's.
+      { stdio: ["pipe", "ignore", "ignore"], detached: true, env: {} },
     );
     watchdog.on("error", () => {});
+    watchdog.stdin?.on("error", () => {});
     watchdog.unref();
   } catch {
     // No watchdog: exiting goes on as it would without one.
   }
+}
+
+/** Said once at start when this process is a PID namespace's init (see armExitWatchdog). */
+export function warnWhenInit(): void {
+  if (process.pid !== 1) return;
+  opsLog.warn(
+    "running as PID 1 with no init: a stop whose exit hangs cannot be ended from inside (the kernel ignores a SIGKILL sent to a namespace's init from within it); start node under an init, as the image does with tini",
+  );
 }
 
 /**

@@ -94,13 +94,17 @@ describe("Dockerfile", () => {
     expect(users.at(-1)).not.toMatch(/^(root|0)(:|$)/);
   });
 
-  it("starts node directly with exec-form CMD so SIGTERM reaches it", () => {
+  it("starts node with exec-form CMD under tini, so SIGTERM reaches it and node is not PID 1", () => {
     const cmds = all(runtime, "CMD");
     expect(cmds).toHaveLength(1);
     const cmd = JSON.parse(cmds[0]?.args ?? "") as string[];
     expect(cmd[0]).toBe("node");
     expect(cmd.at(-1)).toBe("dist/http.js");
-    expect(all(runtime, "ENTRYPOINT")).toEqual([]);
+    // tini passes signals on and exits with node's status (hung-exit.test.ts runs the two as PID 1).
+    const entrypoints = all(runtime, "ENTRYPOINT").map((i) => JSON.parse(i.args) as string[]);
+    expect(entrypoints).toEqual([["/usr/bin/tini", "--"]]);
+    const runs = all(runtime, "RUN").map((i) => i.args);
+    expect(runs.some((r) => /\bapt-get install\b.*\btini\b/.test(r))).toBe(true);
   });
 
   it("runs the same command as `npm run start:http` (which the README and the benchmark use)", () => {
