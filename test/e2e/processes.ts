@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { tracked } from "../helpers/spawn.js";
 
 /** Spawns the built dist/*.js programs on 127.0.0.1:0 and finds their ports from stderr. */
 
@@ -23,10 +24,12 @@ async function spawnListening(
   env: Record<string, string>,
   urlFrom: (stderr: string) => string | undefined,
 ): Promise<Child> {
-  const proc = spawn(process.execPath, [join(DIST, script)], {
-    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const proc = tracked(
+    spawn(process.execPath, [join(DIST, script)], {
+      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    }),
+  );
   let stderr = "";
   proc.stderr?.setEncoding("utf8");
   const url = await new Promise<string>((resolve, reject) => {

@@ -32,6 +32,9 @@ export async function startFleet(
     STORELINK_URL: emulator.baseUrl,
     KORRAL_KEYS_FILE: ws.keysFile,
     KORRAL_LOG_DIR: ws.logDir,
+    // The store's deadline is not what these tests are about: on a loaded machine the default
+    // 300 ms would turn some answers into limits_unavailable. Tests of the deadline set it.
+    KORRAL_REDIS_TIMEOUT_MS: "5000",
     ...env,
   };
   const started: Child[] = [];

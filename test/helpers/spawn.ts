@@ -24,12 +24,33 @@ export interface Spawned {
   stop(): Promise<number | null>;
 }
 
+/** Built entries spawned by the current test file and not yet exited. */
+const running = new Set<ChildProcess>();
+
+/** Tracks a spawned process until it exits, so `killSpawned` can end it. */
+export function tracked<T extends ChildProcess>(child: T): T {
+  running.add(child);
+  child.once("exit", () => running.delete(child));
+  return child;
+}
+
+/**
+ * Kills every tracked process still running (the set-up file calls it after each test file):
+ * a test that failed before its own stop (a start-up wait that timed out) leaves no server.
+ */
+export function killSpawned(): void {
+  for (const child of running) child.kill("SIGKILL");
+  running.clear();
+}
+
 /** Spawns a built entry (e.g. "http.js") with extra env; always killed by stop(). */
 export function spawnDist(entry: string, env: Record<string, string>): Spawned {
-  const child = spawn(process.execPath, [`${DIST}${entry}`], {
-    env: { ...process.env, LOG_LEVEL: "info", ...env },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
+  const child = tracked(
+    spawn(process.execPath, [`${DIST}${entry}`], {
+      env: { ...process.env, LOG_LEVEL: "info", ...env },
+      stdio: ["pipe", "pipe", "pipe"],
+    }),
+  );
   let out = "";
   let err = "";
   child.stdout?.on("data", (chunk: Buffer) => {
@@ -55,7 +76,7 @@ export function spawnDist(entry: string, env: Record<string, string>): Spawned {
 }
 
 /** Polls until GET url answers 200 or the deadline passes. */
-export async function waitForHealthy(url: string, timeoutMs = 10_000): Promise<void> {
+export async function waitForHealthy(url: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
