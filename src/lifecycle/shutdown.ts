@@ -78,7 +78,7 @@ export async function finishAndExit(
  * How long past the grace a stop may take to exit (flushing included) before the watchdog may
  * judge it stuck: the grace plus this stays under the grace plus 2 s.
  */
-const EXIT_BUDGET_MS = 1_500;
+const EXIT_BUDGET_MS = 1_300;
 
 /** A stop still working (using CPU) past its budget gets at most this much more. */
 const EXIT_CAP_MS = 10_000;
@@ -86,7 +86,7 @@ const EXIT_CAP_MS = 10_000;
 /**
  * The watchdog, run by a second node: argv is the server's pid, then the deadline and the cap as
  * `process.hrtime` nanoseconds (CLOCK_MONOTONIC, one clock for every process of the machine). From
- * 300 ms before the deadline it reads the server's threads every 100 ms; past the deadline it
+ * 150 ms before the deadline it reads the server's threads every 50 ms; past the deadline it
  * SIGKILLs the server once three readings in a row show no thread running or runnable (R) and the
  * same CPU time and thread count (stuck: every thread asleep, as behind a read that never ends),
  * or without /proc at once; past the cap, whatever it shows. Slow is not stuck: a teardown waiting
@@ -122,9 +122,9 @@ const check = () => {
     try { process.kill(Number(pid), "SIGKILL"); } catch {}
     process.exit(0);
   }
-  setTimeout(check, 100);
+  setTimeout(check, 50);
 };
-setTimeout(check, Math.max(0, Number((BigInt(deadline) - now()) / 1000000n) - 300));
+setTimeout(check, Math.max(0, Number((BigInt(deadline) - now()) / 1000000n) - 150));
 const leave = () => process.exit(0);
 process.stdin.on("end", leave).on("error", leave).resume();
 `;

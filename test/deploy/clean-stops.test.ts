@@ -105,7 +105,7 @@ describe("a clean stop whose exit is slow but working", () => {
         KORRAL_LOG_DIR: ws.logDir,
         HOST: "127.0.0.1",
         PORT: "0",
-        // The watchdog's deadline is the grace plus 1.5 s from the stop; the exit works for longer.
+        // The watchdog's deadline is the grace plus 1.3 s from the stop; the exit works for longer.
         KORRAL_SHUTDOWN_GRACE_MS: "100",
         KORRAL_TEST_SLOW_EXIT_MS: "5000",
         NODE_OPTIONS: `--import=${SLOW_EXIT}`,
