@@ -120,7 +120,10 @@ describe("docs/clients.md desktop snippets, run as written from another director
   it.each(snippets.map((s, i) => [`#${i + 1} ${s.launch.command} ${s.launch.args.at(-1)}`, s]))(
     "snippet %s answers the demo flow with live stock",
     async (_label, snippet) => {
-      const run = await runDemoFlow({ ...(snippet as Snippet).launch, cwd });
+      // As written, but logging outside the clone (npm test writes nothing into its log/).
+      const { launch } = snippet as Snippet;
+      const env = { ...launch.env, KORRAL_LOG_DIR: join(cwd, "log") };
+      const run = await runDemoFlow({ ...launch, env, cwd });
       expect(run.protocolErrors).toEqual([]);
       expect(run.toolNames).toHaveLength(TOOL_NAMES.length);
       expect(run.lookup.isError).not.toBe(true);

@@ -15,6 +15,7 @@ const CLONE_LOG = join(ROOT, "log");
 
 interface Proc {
   pid: number;
+  ppid: number;
   sid: number;
   command: string;
 }
@@ -29,7 +30,7 @@ function processes(): Proc[] {
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const command = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ").trim();
       if (fields[0] === "Z" || command === "") continue;
-      found.push({ pid: Number(entry), sid: Number(fields[3]), command });
+      found.push({ pid: Number(entry), ppid: Number(fields[1]), sid: Number(fields[3]), command });
     } catch {
       // Gone meanwhile.
     }
@@ -53,12 +54,27 @@ function ancestors(): Set<number> {
   return chain;
 }
 
-/** Processes the tests started: in this session, or running this clone's built entries. */
+/**
+ * Processes the tests started: below this process (a worker's child), orphans of this session
+ * (a child whose worker has exited is re-parented to init), or anything running this clone's
+ * files. Another program of the same session (a shell's next command) is none of these.
+ */
 function leftovers(sid: number, keep: Set<number>): Proc[] {
-  return processes().filter(
+  const all = processes();
+  const below = new Set<number>([process.pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of all) {
+      if (below.has(p.ppid) && !below.has(p.pid)) {
+        below.add(p.pid);
+        grew = true;
+      }
+    }
+  }
+  return all.filter(
     (p) =>
       !keep.has(p.pid) &&
-      (p.sid === sid || p.command.includes(join(ROOT, "dist/")) || p.command.includes(ROOT)),
+      (below.has(p.pid) || (p.sid === sid && p.ppid === 1) || p.command.includes(ROOT)),
   );
 }
 
