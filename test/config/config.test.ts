@@ -101,7 +101,8 @@ function startBuilt(
   );
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [entry], {
-      env: { ...clean, ...env },
+      // Logs outside the clone unless the case sets its own directory.
+      env: { ...clean, KORRAL_LOG_DIR: join(tmpdir(), "korral-config-test-log"), ...env },
       stdio: ["pipe", "pipe", "pipe"],
     });
     let stderr = "";
