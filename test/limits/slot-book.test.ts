@@ -223,7 +223,8 @@ describe.runIf(REDIS_AVAILABLE)("the shared slot book on hostile state", () => {
     const limits = await readyLimits((redis as RunningRedis).url);
     const impatient = connectRedisLimits({ url: (redis as RunningRedis).url, timeoutMs: 100 });
     opened.push(impatient);
-    await until(() => impatient.client.isReady, "the connection");
+    // Connected and its eviction policy checked: only then does it take slots.
+    await until(() => impatient.health.state === "ok", "the store checked");
     const bucket = fresh();
     await limits.client.sendCommand(["CLIENT", "PAUSE", "5000", "WRITE"]);
     await expect(impatient.slots.take(bucket, "late", 3, "late-holder")).rejects.toThrow(
