@@ -98,23 +98,32 @@ const fs = require("node:fs");
 const [pid, deadline, cap] = process.argv.slice(1);
 const now = () => process.hrtime.bigint();
 const reading = () => {
+  let tasks;
   try {
-    let cpu = 0, threads = 0, running = false;
-    for (const task of fs.readdirSync("/proc/" + pid + "/task")) {
+    tasks = fs.readdirSync("/proc/" + pid + "/task");
+  } catch (error) {
+    // Its task list gone while /proc is there: the server has exited. No /proc: undefined.
+    return error && error.code === "ENOENT" && fs.existsSync("/proc/self") ? "gone" : undefined;
+  }
+  let cpu = 0, threads = 0, running = false;
+  for (const task of tasks) {
+    try {
       const stat = fs.readFileSync("/proc/" + pid + "/task/" + task + "/stat", "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       if (fields[0] === "R") running = true;
       cpu += Number(fields[11]) + Number(fields[12]);
       threads += 1;
+    } catch {
+      // A thread ending between the list and its read: the process is changing, not stuck.
+      running = true;
     }
-    return { running, work: cpu + "/" + threads };
-  } catch {
-    return undefined;
   }
+  return { running, work: cpu + "/" + threads };
 };
 let last, still = 0;
 const check = () => {
   const read = reading();
+  if (read === "gone") process.exit(0);
   still = read && !read.running && last && read.work === last.work ? still + 1 : 0;
   last = read;
   const at = now();
