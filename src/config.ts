@@ -1,5 +1,16 @@
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import {
+  AUTH_VALUES,
+  type AuthKind,
+  type AuthSettings,
+  authProblems,
+  authSettings,
+  authUrlProblem,
+  isLoopbackUrl,
+  SCOPE_MESSAGE,
+  SCOPE_TOKEN,
+} from "./http/auth/settings.js";
 import { hostPatternProblem } from "./http/host-patterns.js";
 
 export const DEFAULT_SECRET_NAME_PATTERN =
@@ -148,6 +159,64 @@ const schema = z.object({
   KORRAL_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(8_000),
   /** Per-request deadline of the HTTP StoreLink client. */
   STORELINK_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(5_000),
+  // HTTP authentication (src/http/auth/): who may call, verified. See docs/configuration.md.
+  /**
+   * `oauth`, `google`, `oauth,google` or `none`. Unset: `none` on a loopback HOST; any other
+   * listener refuses to start, and `none` is refused with NODE_ENV=production.
+   */
+  KORRAL_AUTH: z
+    .string()
+    .transform((value, ctx) => {
+      const kinds = [...new Set(value.split(",").map((kind) => kind.trim()))].sort();
+      const known = kinds.every((kind) => kind === "oauth" || kind === "google");
+      if (kinds.join() === "none") return [];
+      if (!known || kinds.length === 0) {
+        ctx.addIssue({ code: "custom", message: AUTH_VALUES });
+        return z.NEVER;
+      }
+      return kinds as AuthKind[];
+    })
+    .optional(),
+  /** The authorization server whose JWT access tokens are accepted (its `iss`, exactly). */
+  KORRAL_OAUTH_ISSUER: z
+    .string()
+    .superRefine((value, ctx) => {
+      const problem = authUrlProblem(value, "issuer");
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
+  /** This server's canonical URL (RFC 8707 `resource`, the tokens' audience): `https://…/mcp`. */
+  KORRAL_OAUTH_RESOURCE: z
+    .string()
+    .superRefine((value, ctx) => {
+      const problem = authUrlProblem(value, "resource");
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
+  /** Audiences accepted besides the resource (an IdP that names the API otherwise). */
+  KORRAL_OAUTH_AUDIENCES: commaList,
+  /** The scope every call needs, and the one the write needs (`scope` or `scp` claim). */
+  KORRAL_OAUTH_READ_SCOPE: z.string().regex(SCOPE_TOKEN, SCOPE_MESSAGE).default("storelink.read"),
+  KORRAL_OAUTH_ORDER_SCOPE: z.string().regex(SCOPE_TOKEN, SCOPE_MESSAGE).default("storelink.order"),
+  /** The access-token claim naming the person: `user:<value>` (an e-mail). */
+  KORRAL_OAUTH_PRINCIPAL_CLAIM: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be a claim name")
+    .default("email"),
+  /** The `aud` values a Google ID token may carry: the service's URLs. */
+  KORRAL_GOOGLE_AUDIENCES: commaList,
+  /**
+   * Tests only: where Google's signing keys are read (a loopback URL), instead of Google's own.
+   * Anything but a loopback http(s) URL is refused.
+   */
+  KORRAL_TEST_GOOGLE_CERTS_URL: z
+    .string()
+    .superRefine((value, ctx) => {
+      if (!isLoopbackUrl(value)) {
+        ctx.addIssue({ code: "custom", message: "tests only: must be an http(s) URL on loopback" });
+      }
+    })
+    .optional(),
 });
 
 export type Config = Readonly<{
@@ -187,6 +256,8 @@ export type Config = Readonly<{
   /** Whether the operator said the limits are meant per instance. */
   limitsPerInstance: boolean;
   shutdownGraceMs: number;
+  /** HTTP authentication (KORRAL_AUTH and its variables). */
+  auth: AuthSettings;
 }>;
 
 /**
@@ -353,6 +424,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
       );
     }
   }
+  problems.push(
+    ...authProblems(c, { host: c.HOST, production, http: entry === "http" }, (name) =>
+      invalid.has(name),
+    ),
+  );
   if (problems.length > 0) {
     throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);
   }
@@ -388,6 +464,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
     redisAlertAfterMs: c.KORRAL_REDIS_ALERT_AFTER_MS,
     limitsPerInstance: c.KORRAL_LIMITS === "per-instance",
     shutdownGraceMs: c.KORRAL_SHUTDOWN_GRACE_MS,
+    auth: authSettings(c),
   };
 }
 

@@ -4,6 +4,7 @@ import { pathToFileURL } from "node:url";
 import { type Config, ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
+import type { AuthGate } from "./http/auth/gate.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
@@ -18,6 +19,7 @@ export function serve(
   deps: ServerDeps,
   config: Config,
   afterClose?: () => Promise<void>,
+  auth?: AuthGate,
 ): HttpServer {
   const storelink = storelinkInUse(config);
   const shared = sharedLimitsFor(config);
@@ -26,6 +28,7 @@ export function serve(
     allowedOrigins: config.allowedOrigins,
     storelink,
     ...(shared ? { limits: shared.health } : {}),
+    ...(auth ? { auth } : {}),
   });
   // Express 5 hands a listen error to this callback; without a check it crashed on a null address.
   const listener = app.listen(config.port, config.host, (error?: Error) => {
@@ -81,13 +84,34 @@ function warnOfEphemeralKey(config: Config): void {
   );
 }
 
+/**
+ * The resource server KORRAL_AUTH asks for, or undefined for `none`. Loaded only then: jose and
+ * the verifiers stay out of a start that never uses them.
+ */
+async function authGateFor(config: Config): Promise<AuthGate | undefined> {
+  if (config.auth.kinds.length === 0) return undefined;
+  const { authGate } = await import("./http/auth/gate.js");
+  const gate = authGate(config.auth);
+  gate.warm();
+  opsLog.info(
+    {
+      auth: config.auth.kinds.join(","),
+      ...(config.auth.kinds.includes("oauth")
+        ? { issuer: new URL(config.auth.oauth.issuer).host }
+        : {}),
+    },
+    "HTTP callers are authenticated",
+  );
+  return gate;
+}
+
 async function main(): Promise<void> {
   // Production's HTTP requirements (the shared state key, the limits store) are checked with the
   // rest: one refused start lists every missing or invalid variable.
   const config = loadConfig(process.env, "http");
   const { deps, recorder } = await startDeps(config, "http");
   warnOfEphemeralKey(config);
-  serve(deps, config, () => recorder.close());
+  serve(deps, config, () => recorder.close(), await authGateFor(config));
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

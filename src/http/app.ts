@@ -9,6 +9,7 @@ import { markNonDataNames } from "../mcp/argument-names.js";
 import { callTool } from "../mcp/call-tool.js";
 import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import type { ServerDeps } from "../tools/define.js";
+import type { AuthGate } from "./auth/gate.js";
 import {
   bodyRefusals,
   JSON_BODY_LIMIT,
@@ -47,6 +48,8 @@ export interface AppOptions {
    * every request takes the SDK's path: the fast path's reference in tests.
    */
   fastReads?: boolean;
+  /** The resource server in front of POST /mcp (KORRAL_AUTH); unset: today's unverified caller. */
+  auth?: AuthGate;
 }
 
 /**
@@ -106,9 +109,13 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     );
   };
 
+  const auth = options.auth;
   // Routes, not app-wide middleware, and POST /mcp first: every router layer a request passes
-  // costs it a path match.
-  app.post("/mcp", ...guards, express.json({ limit: JSON_BODY_LIMIT }), (req, res) => {
+  // costs it a path match. The token is checked before the body is read, the write's scope after.
+  const authenticate = auth ? [auth.authenticate] : [];
+  const writeScope = auth ? [auth.requireWriteScope] : [];
+  const json = express.json({ limit: JSON_BODY_LIMIT });
+  app.post("/mcp", ...guards, ...authenticate, json, ...writeScope, (req, res) => {
     // Before anything else walks the body: every later walk is then bounded too.
     if (tooDeep(req.body, MAX_BODY_DEPTH)) {
       rpcError(res, 400, -32600, TOO_DEEP);
@@ -120,22 +127,23 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     }
     const body = withoutCancelled(req.body);
     markNonDataNames(body);
-    // The caller keys the rate limit and binds confirmation state; the raw token is
-    // deliberately not carried along.
+    // The caller (the verified principal when KORRAL_AUTH is on) keys the rate limit and binds
+    // confirmation state; the raw token is deliberately not carried along.
     const traceFields = traceFieldsOf(req.headers);
-    const auth: AuthInfo = {
+    const verified = auth?.verifiedOf(req);
+    const authInfo: AuthInfo = {
       token: "",
-      clientId: callerOf(req),
-      scopes: [],
+      clientId: verified?.principal ?? callerOf(req),
+      scopes: verified ? [...verified.scopes] : [],
       extra: { traceFields },
     };
     const read = fastReads ? fastReadOf(body, req.headers) : undefined;
     if (read) {
-      serveFastRead(res, read, auth.clientId, traceFields);
+      serveFastRead(res, read, authInfo.clientId, traceFields);
       return;
     }
-    handle(req, res, { body, era: eraOf(body, req.headers), authInfo: auth }).catch(
-      (error: unknown) => failed(res, error),
+    handle(req, res, { body, era: eraOf(body, req.headers), authInfo }).catch((error: unknown) =>
+      failed(res, error),
     );
   });
 
@@ -152,6 +160,8 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
   const limitsStore = options.limits === undefined ? "per-instance" : "shared";
   // /healthz for the container's probes; /health for checks through the service URL, since
   // Cloud Run's front end reserves some paths ending in "z" and may never pass /healthz on.
+  // RFC 9728: where a client that got the 401 finds the authorization server.
+  if (auth && auth.metadataPaths.length > 0) app.get([...auth.metadataPaths], auth.metadata);
   app.get(HEALTH_PATHS, (_req, res) => {
     res.json({ ...health, limits: options.limits?.state ?? "ok", limits_store: limitsStore });
   });

@@ -1,0 +1,152 @@
+import { isLoopbackHost } from "../host-patterns.js";
+
+/**
+ * The HTTP authentication settings as config.ts validates them: their value rules, the checks
+ * across variables, and the shape the rest of the server reads. No I/O here (config.ts loads it
+ * at every start, whatever the mode).
+ */
+
+export type AuthKind = "google" | "oauth";
+
+export const AUTH_VALUES = 'must be "oauth", "google", "oauth,google" or "none"';
+
+/** RFC 6749's scope-token: printable ASCII without space, `"` or `\`. */
+export const SCOPE_TOKEN = /^[\u0021\u0023-\u005B\u005D-\u007E]+$/;
+export const SCOPE_MESSAGE = "must be one OAuth scope (printable ASCII, no space)";
+
+const LOOPBACK_NAMES = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/** An http(s) URL whose host is a loopback name (the only place plain http is accepted). */
+export function isLoopbackUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (
+      (url.protocol === "http:" || url.protocol === "https:") && LOOPBACK_NAMES.has(url.hostname)
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why `value` cannot be the issuer or the resource, or undefined: an absolute https URL (http on
+ * loopback only, for tests and local runs), without a fragment, and for an issuer without a query
+ * (RFC 8414 §2; RFC 8707 §2 forbids the resource's fragment).
+ */
+export function authUrlProblem(value: string, what: "issuer" | "resource"): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return "must be an absolute https:// URL";
+  }
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackUrl(value))) {
+    return "must be an https:// URL (http:// only on loopback)";
+  }
+  if (url.hash !== "" || value.includes("#")) return "must have no #fragment";
+  if (what === "issuer" && url.search !== "") return "must have no ?query";
+  if (url.username !== "" || url.password !== "") return "must have no user or password";
+  return undefined;
+}
+
+/** The settings as validated (the environment's names, before config.ts shapes them). */
+export interface AuthVariables {
+  KORRAL_AUTH?: AuthKind[] | undefined;
+  KORRAL_OAUTH_ISSUER?: string | undefined;
+  KORRAL_OAUTH_RESOURCE?: string | undefined;
+  KORRAL_OAUTH_AUDIENCES: string[];
+  KORRAL_OAUTH_READ_SCOPE: string;
+  KORRAL_OAUTH_ORDER_SCOPE: string;
+  KORRAL_OAUTH_PRINCIPAL_CLAIM: string;
+  KORRAL_GOOGLE_AUDIENCES: string[];
+  KORRAL_TEST_GOOGLE_CERTS_URL?: string | undefined;
+}
+
+export type AuthSettings = Readonly<{
+  /** Empty: `none`, today's unverified caller. */
+  kinds: readonly AuthKind[];
+  oauth: Readonly<{
+    issuer: string;
+    resource: string;
+    audiences: readonly string[];
+    readScope: string;
+    orderScope: string;
+    principalClaim: string;
+  }>;
+  google: Readonly<{ audiences: readonly string[]; certsUrl: string }>;
+}>;
+
+/** Where Google publishes the keys that sign its ID tokens. */
+export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
+
+/** Unset KORRAL_AUTH reads as `none`: authProblems refuses it wherever that is not allowed. */
+export function authSettings(c: AuthVariables): AuthSettings {
+  return {
+    kinds: c.KORRAL_AUTH ?? [],
+    oauth: {
+      issuer: c.KORRAL_OAUTH_ISSUER ?? "",
+      resource: c.KORRAL_OAUTH_RESOURCE ?? "",
+      audiences: c.KORRAL_OAUTH_AUDIENCES,
+      readScope: c.KORRAL_OAUTH_READ_SCOPE,
+      orderScope: c.KORRAL_OAUTH_ORDER_SCOPE,
+      principalClaim: c.KORRAL_OAUTH_PRINCIPAL_CLAIM,
+    },
+    google: {
+      audiences: c.KORRAL_GOOGLE_AUDIENCES,
+      certsUrl: c.KORRAL_TEST_GOOGLE_CERTS_URL ?? GOOGLE_CERTS_URL,
+    },
+  };
+}
+
+/**
+ * The checks across variables, one line each (config.ts joins them with the rest). `invalid` says
+ * whether a variable was already named as invalid (no second line about it). Only the HTTP entry
+ * authenticates: stdio keeps none, as the specification says.
+ */
+export function authProblems(
+  c: AuthVariables,
+  context: { host: string; production: boolean; http: boolean },
+  invalid: (name: keyof AuthVariables) => boolean,
+): string[] {
+  const problems: string[] = [];
+  if (!context.http) return problems;
+  const kinds = c.KORRAL_AUTH;
+  /** Set (a list: not empty), or already named as invalid. */
+  const given = (name: keyof AuthVariables): boolean => {
+    const value = c[name];
+    return (
+      invalid(name) ||
+      (Array.isArray(value) && name !== "KORRAL_AUTH" ? value.length > 0 : value !== undefined)
+    );
+  };
+  if (!given("KORRAL_AUTH")) {
+    if (context.production) {
+      problems.push(
+        "KORRAL_AUTH: required on HTTP when NODE_ENV=production: oauth, google or oauth,google (none is refused)",
+      );
+    } else if (!isLoopbackHost(context.host)) {
+      problems.push(
+        `KORRAL_AUTH: required when HOST is not loopback (HOST=${context.host}): oauth, google, oauth,google, or none to accept every caller unverified`,
+      );
+    }
+  }
+  if (kinds !== undefined && kinds.length === 0 && context.production) {
+    problems.push(
+      "KORRAL_AUTH: none is refused when NODE_ENV=production; set oauth, google or oauth,google",
+    );
+  }
+  if (kinds?.includes("oauth")) {
+    for (const name of ["KORRAL_OAUTH_ISSUER", "KORRAL_OAUTH_RESOURCE"] as const) {
+      if (!given(name)) problems.push(`${name}: required when KORRAL_AUTH includes oauth`);
+    }
+    if (c.KORRAL_OAUTH_READ_SCOPE === c.KORRAL_OAUTH_ORDER_SCOPE) {
+      problems.push("KORRAL_OAUTH_ORDER_SCOPE: must differ from KORRAL_OAUTH_READ_SCOPE");
+    }
+  }
+  if (kinds?.includes("google") && !given("KORRAL_GOOGLE_AUDIENCES")) {
+    problems.push(
+      "KORRAL_GOOGLE_AUDIENCES: required when KORRAL_AUTH includes google (the service's URLs)",
+    );
+  }
+  return problems;
+}
