@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { configErrorOf } from "../helpers/config.js";
+import { configErrorOf, PRODUCTION_AUTH } from "../helpers/config.js";
 import { runToExit, spawnDist } from "../helpers/spawn.js";
 
 /**
@@ -33,6 +33,7 @@ describe("KORRAL_REDIS_URL and KORRAL_LIMITS", () => {
       KORRAL_STORELINK: "embedded",
       KORRAL_REQUEST_STATE_KEY: STATE_KEY,
       KORRAL_LIMITS: "per-instance",
+      ...PRODUCTION_AUTH,
     });
     try {
       for (let i = 0; i < 300 && !run.stderr().includes("listening on HTTP"); i++) {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, storelinkInUse } from "../../src/config.js";
 import { createStoreLink } from "../../src/storelink/index.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import { configErrorOf } from "../helpers/config.js";
+import { configErrorOf, PRODUCTION_AUTH } from "../helpers/config.js";
 import { runToExit, type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
@@ -133,6 +133,7 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
       KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
       KORRAL_LOG_DIR: logDir,
       KORRAL_LIMITS: "per-instance",
+      ...PRODUCTION_AUTH,
       ...env,
     });
     started.push(run);

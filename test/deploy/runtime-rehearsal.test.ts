@@ -9,6 +9,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type Child, startEmulatorProcess } from "../e2e/processes.js";
+import { type FakeGoogle, startFakeGoogle } from "../helpers/google-idp.js";
 import { type RunningRedis, startRedis } from "../helpers/redis.js";
 import { freePort } from "../helpers/spawn.js";
 
@@ -107,7 +108,10 @@ function imageEnv(): Record<string, string> {
   return Object.fromEntries(line.split(/\s+/).map((pair) => pair.split("=") as [string, string]));
 }
 
-/** One HTTP request to the server with the Host header a client of `host` sends. */
+/** Section 9's `$TOKEN`: the agent's Google ID token, set once the fake Google is up. */
+let agentToken = "";
+
+/** One HTTP request to the server with the Host header a client of `host` sends (and $TOKEN). */
 function requestAs(
   port: number,
   host: string,
@@ -126,6 +130,7 @@ function requestAs(
           host,
           "content-type": "application/json",
           accept: "application/json, text/event-stream",
+          authorization: `Bearer ${agentToken}`,
         },
       },
       (res) => {
@@ -160,6 +165,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   let emulator: Child;
   // Memorystore's stand-in: a real Redis on loopback, with a password (over TLS in production).
   let redis: RunningRedis;
+  // Google's stand-in: its keys on loopback (KORRAL_TEST_GOOGLE_CERTS_URL), tokens signed here.
+  let google: FakeGoogle;
   let child: ChildProcess | undefined;
   let stderr = "";
   let stdout = "";
@@ -191,7 +198,14 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     emulator = await startEmulatorProcess();
     answers.STORELINK_URL = emulator.url;
     redis = await startRedis();
+    google = await startFakeGoogle();
     deployed = serviceEnvFromDeploymentMd(answers, { KORRAL_REDIS_URL: redis.url });
+    // Section 9: `gcloud auth print-identity-token --impersonate-service-account="$AGENT_SA"
+    // --audiences="$URL" --include-email`, $URL being the service's status.url.
+    agentToken = await google.idToken(
+      "storelink-agent@korral-prod.iam.gserviceaccount.com",
+      `https://${RUN_HOST}`,
+    );
     // Each secret mounted as a file (the internal CA) lands under the work directory, and the
     // variables that name its path are pointed there.
     for (const path of deployed.mounts) {
@@ -230,6 +244,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       KORRAL_KEY_SOURCE: "file",
       KORRAL_KEYS_FILE: keysFile,
       KORRAL_LOG_DIR: logDir,
+      // The second deviation: Google's keys come from the stand-in (a test-only seam).
+      KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
     };
     command = dropPrivileges
       ? [SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath]
@@ -248,6 +264,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     }
     await emulator?.stop();
     await redis?.kill();
+    await google?.close();
     if (work) await rm(work, { recursive: true, force: true });
   });
 
@@ -382,12 +399,54 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     expect(await statusFor(`candidate---evil-abc123-lm.a.run.app`)).toBe(403);
   });
 
+  it("KORRAL_AUTH=google: the service verifies the token itself, X-Serverless-Authorization first", async () => {
+    const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    const post = (headers: Record<string, string>) =>
+      fetch(`${base}/mcp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...headers,
+        },
+        body: list,
+      }).then((res) => res.status);
+    const forged = `${agentToken.split(".").slice(0, 2).join(".")}.${"A".repeat(342)}`;
+    const otherAudience = await google.idToken(
+      "storelink-agent@korral-prod.iam.gserviceaccount.com",
+      "https://another-service.a.run.app",
+    );
+    const unverified = await google.idToken("someone@korral.example", `https://${RUN_HOST}`, {
+      email_verified: false,
+    });
+    expect(await post({})).toBe(401);
+    expect(await post({ authorization: `Bearer ${forged}` })).toBe(401);
+    expect(await post({ authorization: `Bearer ${otherAudience}` })).toBe(401);
+    expect(await post({ authorization: `Bearer ${unverified}` })).toBe(401);
+    expect(await post({ authorization: `Bearer ${agentToken}` })).toBe(200);
+    // Cloud Run checks X-Serverless-Authorization in preference and passes Authorization on
+    // unchecked: the service reads the same header it checked.
+    expect(
+      await post({
+        "x-serverless-authorization": `Bearer ${agentToken}`,
+        authorization: `Bearer ${forged}`,
+      }),
+    ).toBe(200);
+    expect(
+      await post({
+        "x-serverless-authorization": `Bearer ${forged}`,
+        authorization: `Bearer ${agentToken}`,
+      }),
+    ).toBe(401);
+  });
+
   it("decodes a UTF-16 body (iconv-lite, kept out of the bundle, loads from node_modules)", async () => {
     const res = await fetch(`${base}/mcp`, {
       method: "POST",
       headers: {
         "content-type": "application/json; charset=utf-16le",
         accept: "application/json, text/event-stream",
+        authorization: `Bearer ${agentToken}`,
       },
       body: Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), "utf16le"),
     });

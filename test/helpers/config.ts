@@ -11,3 +11,12 @@ export function configErrorOf(env: NodeJS.ProcessEnv): string {
   }
   throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
 }
+
+/**
+ * An authentication mode for production HTTP starts that never call /mcp (production refuses
+ * KORRAL_AUTH=none): Google ID tokens for a made-up audience, nothing fetched at start.
+ */
+export const PRODUCTION_AUTH = {
+  KORRAL_AUTH: "google",
+  KORRAL_GOOGLE_AUDIENCES: "https://korral-storelink.test.invalid",
+} as const;

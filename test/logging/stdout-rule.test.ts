@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { structuredStdout } from "../../src/logging/setup.js";
+import { startFakeGoogle } from "../helpers/google-idp.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { type Spawned, spawnDist } from "../helpers/spawn.js";
 
@@ -38,8 +39,11 @@ describe("the built dist/http.js, stdout per mode", () => {
     if (logDir) await rm(logDir, { recursive: true, force: true });
   });
 
-  /** Starts the server, makes one order, stops it; returns what stdout and the audit file got. */
-  async function oneOrder(env: Record<string, string>) {
+  /**
+   * Starts the server, makes one order, stops it; returns what stdout and the audit file got.
+   * `authorization`: the header the order is sent with (production authenticates its callers).
+   */
+  async function oneOrder(env: Record<string, string>, authorization?: string) {
     logDir = await mkdtemp(join(tmpdir(), "korral-stdout-"));
     run = spawnDist("http.js", {
       PORT: "0",
@@ -60,6 +64,7 @@ describe("the built dist/http.js, stdout per mode", () => {
       headers: {
         "content-type": "application/json",
         accept: "application/json, text/event-stream",
+        ...(authorization ? { authorization } : {}),
       },
       body: JSON.stringify({
         jsonrpc: "2.0",
@@ -83,12 +88,22 @@ describe("the built dist/http.js, stdout per mode", () => {
   });
 
   it("in production: one Cloud Logging line per record on stdout, and the files too", async () => {
-    const { stdout, audit } = await oneOrder({
-      NODE_ENV: "production",
-      KORRAL_STORELINK: "embedded",
-      KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
-      KORRAL_LIMITS: "per-instance",
-    });
+    // Production authenticates its callers: the agent's Google ID token, from a local "Google".
+    const google = await startFakeGoogle();
+    const audience = "https://korral-storelink.test.invalid";
+    const token = await google.idToken("agent@korral-prod.iam.gserviceaccount.com", audience);
+    const { stdout, audit } = await oneOrder(
+      {
+        NODE_ENV: "production",
+        KORRAL_STORELINK: "embedded",
+        KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
+        KORRAL_LIMITS: "per-instance",
+        KORRAL_AUTH: "google",
+        KORRAL_GOOGLE_AUDIENCES: audience,
+        KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
+      },
+      `Bearer ${token}`,
+    ).finally(() => google.close());
     const entries = stdout
       .trimEnd()
       .split("\n")
