@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
+import { startFakeGoogle } from "../test/helpers/google-idp.js";
 
 const quick = process.argv.includes("--quick");
 // The node binary both servers run on: this one, or BENCH_NODE (e.g. a Node 22 binary, which is
@@ -45,9 +46,17 @@ const CALL = {
   name: "get_stock_position",
   arguments: { sku: "8847291", store_ids: ["47", "102", "111"] },
 };
+/**
+ * Production authenticates its callers: every call carries one Google ID token (a local stand-in
+ * signs it; the server reads its keys through KORRAL_TEST_GOOGLE_CERTS_URL), verified once and
+ * then served from the verified-token cache, as a client's calls are.
+ */
+const google = await startFakeGoogle();
+const AUDIENCE = "https://korral-storelink.bench.invalid";
 const MCP_HEADERS = {
   "content-type": "application/json",
   accept: "application/json, text/event-stream",
+  authorization: `Bearer ${await google.idToken("bench@korral-prod.iam.gserviceaccount.com", AUDIENCE)}`,
 };
 const REQUEST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: CALL });
 const HEADERS = { ...MCP_HEADERS, "mcp-protocol-version": "2025-06-18" };
@@ -98,6 +107,9 @@ const SERVER_ENV = {
   KORRAL_LIMITS: "per-instance",
   // Production requires the confirmation-state key (Secret Manager's on Cloud Run).
   KORRAL_REQUEST_STATE_KEY: "a-bench-request-state-key-of-32-bytes!!",
+  KORRAL_AUTH: "google",
+  KORRAL_GOOGLE_AUDIENCES: AUDIENCE,
+  KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
 };
 const children = new Set<ChildProcess>();
 
@@ -437,4 +449,5 @@ main()
   .finally(() => {
     for (const child of children) child.kill("SIGKILL");
     rmSync(tmp, { recursive: true, force: true });
+    void google.close();
   });

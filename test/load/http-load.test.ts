@@ -3,6 +3,7 @@ import { Agent, request } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempWorkspace } from "../helpers/fixtures.js";
+import { type FakeGoogle, startFakeGoogle } from "../helpers/google-idp.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { freePort, type Spawned, spawnDist, waitForHealthy } from "../helpers/spawn.js";
@@ -108,6 +109,9 @@ interface Answer {
   body: string;
 }
 
+/** The agent's Google ID token (production authenticates its callers); verified once, then cached. */
+let authorization = "";
+
 function post(agent: Agent, port: number, body: string): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -117,7 +121,7 @@ function post(agent: Agent, port: number, body: string): Promise<Answer> {
         port,
         path: "/mcp",
         method: "POST",
-        headers: { ...MCP_HEADERS, "content-length": Buffer.byteLength(body) },
+        headers: { ...MCP_HEADERS, authorization, "content-length": Buffer.byteLength(body) },
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -204,6 +208,7 @@ async function linesOf(path: string): Promise<string[]> {
 let server: Spawned;
 let port: number;
 let ws: Awaited<ReturnType<typeof tempWorkspace>>;
+let google: FakeGoogle;
 const agent = new Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
 
 beforeAll(async () => {
@@ -211,6 +216,9 @@ beforeAll(async () => {
   port = await freePort();
   const probe = join(ws.dir, "gc-probe.cjs");
   await writeFile(probe, GC_PROBE);
+  google = await startFakeGoogle();
+  const audience = "https://korral-storelink.test.invalid";
+  authorization = `Bearer ${await google.idToken("agent@korral-prod.iam.gserviceaccount.com", audience)}`;
   server = spawnDist("http.js", {
     PORT: String(port),
     HOST: "127.0.0.1",
@@ -227,6 +235,9 @@ beforeAll(async () => {
     KORRAL_STORELINK: "embedded",
     KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
     KORRAL_LIMITS: "per-instance",
+    KORRAL_AUTH: "google",
+    KORRAL_GOOGLE_AUDIENCES: audience,
+    KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
     NODE_OPTIONS: `--require=${probe}`,
   });
   await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
@@ -235,6 +246,7 @@ beforeAll(async () => {
 afterAll(async () => {
   agent.destroy();
   await server?.stop();
+  await google?.close();
   await rm(ws.dir, { recursive: true, force: true });
 });
 
