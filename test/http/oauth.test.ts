@@ -27,6 +27,8 @@ let server: Spawned;
 let port: number;
 let base: string;
 let resource: string;
+/** A second server of the same issuer, with a rate limit of one call a minute. */
+let limitedPort: number;
 let ws: Awaited<ReturnType<typeof tempWorkspace>>;
 const OTHER_RESOURCE = "http://127.0.0.1:1/some-other-api";
 /** Every token this file sends: none may appear in any output. */
@@ -37,7 +39,10 @@ beforeAll(async () => {
   port = await freePort();
   base = `http://127.0.0.1:${port}`;
   resource = `${base}/mcp`;
-  as = await startAuthorizationServer({ resources: [resource, OTHER_RESOURCE] });
+  limitedPort = await freePort();
+  as = await startAuthorizationServer({
+    resources: [resource, OTHER_RESOURCE, `http://127.0.0.1:${limitedPort}/mcp`],
+  });
   server = spawnDist("http.js", {
     PORT: String(port),
     HOST: "127.0.0.1",
@@ -196,6 +201,53 @@ describe("KORRAL_AUTH=oauth: scopes", () => {
   it("a token without the read scope is refused every call (403, the read scope named)", async () => {
     const token = await as.tokenFor(AGENT, resource, ORDER_SCOPE);
     insufficient(await post(LIST, token), READ_SCOPE);
+  });
+});
+
+describe("KORRAL_AUTH=oauth: the caller is the verified principal", () => {
+  it("the rate limit counts per principal: a client's new token shares its budget, another client has its own", async () => {
+    const limitedBase = `http://127.0.0.1:${limitedPort}`;
+    const limited = spawnDist("http.js", {
+      PORT: String(limitedPort),
+      HOST: "127.0.0.1",
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: join(ws.dir, "limited-log"),
+      KORRAL_AUTH: "oauth",
+      KORRAL_OAUTH_ISSUER: as.issuer,
+      KORRAL_OAUTH_RESOURCE: `${limitedBase}/mcp`,
+      KORRAL_RATE_LIMIT_PER_MIN: "1",
+    });
+    try {
+      await waitForHealthy(`${limitedBase}/healthz`);
+      /** One read; `as` the credential header (Cloud Run's preferred one, or the standard). */
+      const read = async (token: string, extra: Record<string, string> = {}) => {
+        const res = await fetch(`${limitedBase}/mcp`, {
+          method: "POST",
+          headers: { ...MCP_HEADERS, authorization: `Bearer ${token}`, ...extra },
+          body: JSON.stringify(toolCall(1, "lookup_sku", { query: "butter" })),
+        });
+        expect(res.status).toBe(200);
+        return (await res.text()).includes("rate_limited") ? "limited" : "served";
+      };
+      const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString("base64url");
+      const agentToken = await as.tokenFor(AGENT, `${limitedBase}/mcp`);
+      const agentAgain = await as.tokenFor(AGENT, `${limitedBase}/mcp`);
+      expect(agentAgain).not.toBe(agentToken);
+      const reporterToken = await as.tokenFor(REPORTER, `${limitedBase}/mcp`);
+      expect(await read(agentToken)).toBe("served");
+      expect(await read(agentToken)).toBe("limited");
+      expect(await read(agentAgain)).toBe("limited");
+      // The issue's attack: a verified token where Cloud Run looks (X-Serverless-Authorization)
+      // and any claims in Authorization. The caller is the verified one, whatever Authorization
+      // says (today's unverified caller would be a fresh identity here, and served).
+      const claimed = `${encode({ alg: "none" })}.${encode({ sub: "fresh-identity" })}.`;
+      expect(await read(claimed, { "x-serverless-authorization": `Bearer ${agentToken}` })).toBe(
+        "limited",
+      );
+      expect(await read(reporterToken)).toBe("served");
+    } finally {
+      await limited.stop();
+    }
   });
 });
 
