@@ -1,7 +1,8 @@
 import type { IncomingMessage } from "node:http";
 
 /**
- * Who is calling, for the per-caller rate limit only (never for authorisation).
+ * Who is calling with KORRAL_AUTH=none, for the per-caller rate limit only (never for
+ * authorisation); with authentication on, the verified principal takes its place (http/auth/).
  *
  * Deployed with `--no-allow-unauthenticated`, Cloud Run has already verified the Google-signed ID
  * token in `Authorization: Bearer …` before the request reaches this process, and rejects requests

@@ -1,7 +1,7 @@
 import type {
   OAuthClientMetadata,
-  OAuthDiscoveryState,
   OAuthClientProvider,
+  OAuthDiscoveryState,
   StoredOAuthClientInformation,
   StoredOAuthTokens,
 } from "@modelcontextprotocol/client";
