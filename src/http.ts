@@ -8,7 +8,7 @@ import type { AuthGate } from "./http/auth/gate.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
-import type { ServerDeps } from "./tools/define.js";
+import type { Deps } from "./tools/define.js";
 
 /**
  * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT,
@@ -16,7 +16,7 @@ import type { ServerDeps } from "./tools/define.js";
  * runs once they are done, or the grace is over (flush the logs there).
  */
 export function serve(
-  deps: ServerDeps,
+  deps: Deps,
   config: Config,
   afterClose?: () => Promise<void>,
   auth?: AuthGate,
