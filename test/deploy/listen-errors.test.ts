@@ -41,8 +41,9 @@ describe("listen errors of the built dist/http.js", () => {
   });
 
   it("a HOST that is not an address here: one line saying to set HOST, exit 1", async () => {
-    // 192.0.2.0/24 is TEST-NET-1: never assigned to this machine.
-    const run = await runToExit({ PORT: "0", HOST: "192.0.2.1" });
+    // 192.0.2.0/24 is TEST-NET-1: never assigned to this machine. A non-loopback HOST must say
+    // how callers are authenticated before it gets to listen.
+    const run = await runToExit({ PORT: "0", HOST: "192.0.2.1", KORRAL_AUTH: "none" });
     expect(run.code).toBe(1);
     const lines = plainLines(run.stderr);
     expect(lines).toHaveLength(1);
