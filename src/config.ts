@@ -1,9 +1,15 @@
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { hostPatternProblem } from "./http/host-patterns.js";
+import { labelProblem } from "./policy/principal.js";
 
 export const DEFAULT_SECRET_NAME_PATTERN =
   "projects/{project}/secrets/storelink-key-{store}/versions/latest";
+
+/** A Secret Manager secret id, and a secret version's full resource name (KORRAL_POLICY_SECRET). */
+const SECRET_ID = /[A-Za-z0-9_-]{1,255}/;
+const SECRET_VERSION_NAME =
+  /projects\/[a-z0-9-]{1,30}\/secrets\/[A-Za-z0-9_-]{1,255}\/versions\/(?:latest|[1-9][0-9]{0,18})/;
 
 /**
  * All configuration, read once from the environment and validated. A bad value stops startup
@@ -45,6 +51,29 @@ const schema = z.object({
   /** 0 = re-read Secret Manager on every lookup (the spec's default). */
   KORRAL_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(0),
   KORRAL_KEY_DEADLINE_MS: z.coerce.number().int().min(100).max(30_000).default(3000),
+  /** The store policy as a JSON file (docs/identity.md); a regular file, not a symbolic link. */
+  KORRAL_POLICY_FILE: z.string().min(1).optional(),
+  /**
+   * The store policy in Secret Manager: a secret id (its latest version, in GOOGLE_CLOUD_PROJECT)
+   * or a version's full resource name.
+   */
+  KORRAL_POLICY_SECRET: z
+    .string()
+    .regex(
+      new RegExp(`^(?:${SECRET_ID.source}|${SECRET_VERSION_NAME.source})$`),
+      "must be a secret id (letters, digits, - and _) or projects/<project>/secrets/<id>/versions/<latest or a number>",
+    )
+    .optional(),
+  /** Seconds a policy read is used before the next call reads it again; 0: every call. */
+  KORRAL_POLICY_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
+  /** stdio: who the buyer is, as `local:<label>`; unset: the OS account. Unverified either way. */
+  KORRAL_PRINCIPAL: z
+    .string()
+    .superRefine((label, ctx) => {
+      const problem = labelProblem(label);
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
   KORRAL_LOG_DIR: z
     .string()
     .min(1)
@@ -161,6 +190,13 @@ export type Config = Readonly<{
     cacheSeconds: number;
     deadlineMs: number;
   }>;
+  /** Where the store policy is read (undefined: none configured), and how long a read is kept. */
+  policy: Readonly<{
+    source: Readonly<{ kind: "file"; path: string } | { kind: "secret"; name: string }> | undefined;
+    cacheSeconds: number;
+  }>;
+  /** stdio: KORRAL_PRINCIPAL, the label of `local:<label>` (see policy/principal.ts). */
+  principalLabel: string | undefined;
   logDir: string;
   logLevel: z.infer<typeof schema>["LOG_LEVEL"];
   logFiles: boolean;
@@ -309,6 +345,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
       "GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
     );
   }
+  if (c.KORRAL_POLICY_FILE !== undefined && c.KORRAL_POLICY_SECRET !== undefined) {
+    problems.push(
+      "KORRAL_POLICY_FILE and KORRAL_POLICY_SECRET are both set; the store policy has one source, unset one",
+    );
+  }
+  const policySecretIsId =
+    c.KORRAL_POLICY_SECRET !== undefined && !c.KORRAL_POLICY_SECRET.startsWith("projects/");
+  if (policySecretIsId && !given("GOOGLE_CLOUD_PROJECT")) {
+    problems.push(
+      "GOOGLE_CLOUD_PROJECT: required when KORRAL_POLICY_SECRET is a secret id (or give the version's full name, projects/<project>/secrets/<id>/versions/latest)",
+    );
+  }
   const production = c.NODE_ENV === "production";
   // Cloud Run (which sets K_SERVICE) kills the container 10 s after SIGTERM; the logs' flush needs
   // up to a second of that. A longer grace would be cut short mid-audit.
@@ -367,6 +415,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
       cacheSeconds: c.KORRAL_KEY_CACHE_SECONDS,
       deadlineMs: c.KORRAL_KEY_DEADLINE_MS,
     },
+    policy: {
+      source:
+        c.KORRAL_POLICY_FILE !== undefined
+          ? { kind: "file", path: c.KORRAL_POLICY_FILE }
+          : c.KORRAL_POLICY_SECRET !== undefined
+            ? {
+                kind: "secret",
+                name: policySecretIsId
+                  ? `projects/${c.GOOGLE_CLOUD_PROJECT}/secrets/${c.KORRAL_POLICY_SECRET}/versions/latest`
+                  : c.KORRAL_POLICY_SECRET,
+              }
+            : undefined,
+      cacheSeconds: c.KORRAL_POLICY_CACHE_SECONDS,
+    },
+    principalLabel: c.KORRAL_PRINCIPAL,
     logDir: c.KORRAL_LOG_DIR,
     logLevel: c.LOG_LEVEL,
     logFiles: ["on", "true", "1"].includes(c.KORRAL_LOG_FILES),
