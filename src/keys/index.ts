@@ -32,8 +32,8 @@ export async function createKeyProvider(
 }
 
 /**
- * The same choice, without waiting: for dependencies built without an entry (a bare
- * `createServer()`). The Secret Manager client starts in the background; a lookup waits for it,
+ * The same choice, without waiting: for dependencies composed without an entry (the test
+ * harness). The Secret Manager client starts in the background; a lookup waits for it,
  * and if it cannot start, every lookup fails as that store's credentials error (never a crash,
  * never an unhandled rejection).
  */
