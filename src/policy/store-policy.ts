@@ -110,7 +110,7 @@ const policySchema = z
     }
   });
 
-/** The policy as documented, for tooling (docs, a future `policy check` command). */
+/** The policy document as written (the JSON's shape), for tests and tooling. */
 export type PolicyDocument = z.input<typeof policySchema>;
 
 /** Who asks: a principal id (see principal.ts) and, from a verified token, its IdP groups. */
@@ -191,6 +191,7 @@ class LoadedPolicy implements StorePolicy {
         { read: toGrant(g.read), order: toGrant(g.order) },
       ]),
     );
+    // Every key passed canonicalPrincipalId in the schema's refinement.
     this.#principals = new Map(
       Object.entries(policy.principals).map(([id, groups]) => [
         (canonicalPrincipalId(id) as { id: string }).id,
