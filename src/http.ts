@@ -7,6 +7,7 @@ import { allowedHostsFor, createApp } from "./http/app.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
+import { unverifiedPrincipal } from "./policy/principal.js";
 import type { Deps } from "./tools/define.js";
 
 /**
@@ -20,6 +21,7 @@ export function serve(deps: Deps, config: Config, afterClose?: () => Promise<voi
   const app = createApp(deps, {
     allowedHosts: allowedHostsFor(config),
     allowedOrigins: config.allowedOrigins,
+    unverifiedPrincipal: unverifiedPrincipal(config.principalLabel).id,
     storelink,
     ...(shared ? { limits: shared.health } : {}),
   });

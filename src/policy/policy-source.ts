@@ -5,6 +5,7 @@ import { startSecretManagerClient } from "../keys/index.js";
 import { categorise, NOT_FOUND, type SecretAccessClient } from "../keys/secret-manager.js";
 import { opsLog } from "../logging/ops.js";
 import {
+  OPEN_POLICY,
   POLICY_MAX_BYTES,
   parsePolicy,
   type StorePolicy,
@@ -279,3 +280,6 @@ export function policySourceFor(
     now: inject.now,
   });
 }
+
+/** No policy configured: the open policy, every call allowed (KORRAL_AUTH=none, stdio). */
+export const NO_POLICY: PolicySource = { current: () => Promise.resolve(OPEN_POLICY) };

@@ -1,3 +1,4 @@
+import { hostname, userInfo } from "node:os";
 /**
  * Who a call acts for: one string, its kind as a prefix, so two kinds can never name the same
  * caller. `user:<email>` a person's token, `svc:<email>` a service account, `client:<client_id>` a
@@ -168,3 +169,21 @@ export function stdioPrincipal(
 ): Principal {
   return label === undefined ? osPrincipal(account.login, account.host) : localPrincipal(label);
 }
+
+/** This process's OS account; a login the system cannot name (no passwd entry) reads `uid-<n>`. */
+function processAccount(): { login: string; host: string } {
+  let login: string;
+  try {
+    login = userInfo().username;
+  } catch {
+    login = `uid-${process.getuid?.() ?? "unknown"}`;
+  }
+  return { login, host: hostname() };
+}
+
+/**
+ * Who an unauthenticated transport acts for: stdio, and HTTP with KORRAL_AUTH=none (loopback
+ * only). `local:<KORRAL_PRINCIPAL>`, else the account the server runs as. Unverified.
+ */
+export const unverifiedPrincipal = (label: string | undefined): Principal =>
+  stdioPrincipal(label, processAccount());

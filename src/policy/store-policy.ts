@@ -137,15 +137,27 @@ export type Decision =
   | { readonly verdict: "refused"; readonly allowed: false; readonly reason: string }
   | { readonly verdict: "unavailable"; readonly allowed: false; readonly reason: string };
 
+/**
+ * For a check made before the SKU's category is known (a write is checked before any StoreLink
+ * call): a grant for the store covers it whatever categories it names; the category is checked
+ * again once known.
+ */
+export const SOME_CATEGORY = Symbol("some category");
+
 export interface StorePolicy {
-  /** `unavailable`: no policy could be read; every decision is `unavailable`. */
-  readonly mode: PolicyMode | "unavailable";
+  /** `unavailable`: no policy could be read; `open`: none is configured, everyone may do all. */
+  readonly mode: PolicyMode | "unavailable" | "open";
   /**
    * May `who` do `action` at `storeId`? With `category` (the SKU's, as StoreLink names it), a
    * grant limited to categories can cover the call; without one, only grants for every category
-   * can.
+   * can; with SOME_CATEGORY, any grant for the store can.
    */
-  may(who: PolicySubject, action: PolicyAction, storeId: string, category?: string): Decision;
+  may(
+    who: PolicySubject,
+    action: PolicyAction,
+    storeId: string,
+    category?: string | typeof SOME_CATEGORY,
+  ): Decision;
 }
 
 type Grant = { stores: ReadonlySet<string> | "*"; categories: ReadonlySet<string> | "*" };
@@ -157,10 +169,15 @@ const categoryKey = (category: string): string => category.trim().toLowerCase();
  * The one rule of the policy: a grant covers a store when it lists the store (or says "*"), and
  * covers the call's category when it lists no categories (or "*") or lists that one.
  */
-function covers(grant: Grant, storeId: string, category: string | undefined): boolean {
+function covers(
+  grant: Grant,
+  storeId: string,
+  category: string | typeof SOME_CATEGORY | undefined,
+): boolean {
   const store = grant.stores === "*" || grant.stores.has(storeId);
   const kind =
     grant.categories === "*" ||
+    category === SOME_CATEGORY ||
     (category !== undefined && grant.categories.has(categoryKey(category)));
   return store && kind;
 }
@@ -201,7 +218,12 @@ class LoadedPolicy implements StorePolicy {
     this.#idpGroups = new Map(Object.entries(policy.idp_groups ?? {}));
   }
 
-  may(who: PolicySubject, action: PolicyAction, storeId: string, category?: string): Decision {
+  may(
+    who: PolicySubject,
+    action: PolicyAction,
+    storeId: string,
+    category?: string | typeof SOME_CATEGORY,
+  ): Decision {
     const checked = canonicalPrincipalId(who.id);
     const id = "id" in checked ? checked.id : undefined;
     const named = id === undefined ? [] : (this.#principals.get(id) ?? []);
@@ -226,13 +248,19 @@ class LoadedPolicy implements StorePolicy {
     const why =
       groups.length === 0
         ? "the policy gives them no group"
-        : `none of their groups (${groups.join(", ")}) grants it${category === undefined ? "" : " for this category"}`;
+        : `none of their groups (${groups.join(", ")}) grants it${typeof category === "string" ? " for this category" : ""}`;
     const refusal = `${subject} may not ${doing}: ${why}`;
     return this.mode === "shadow"
       ? { verdict: "shadow", allowed: true, reason: `shadow mode, not refused: ${refusal}` }
       : { verdict: "refused", allowed: false, reason: refusal };
   }
 }
+
+/** No store policy configured (KORRAL_AUTH=none, or stdio without one): every call is allowed. */
+export const OPEN_POLICY: StorePolicy = {
+  mode: "open",
+  may: () => ({ verdict: "granted", allowed: true, groups: [], reason: "no store policy" }),
+};
 
 /** The policy in force when none could be read: every decision fails closed. */
 export function unavailablePolicy(problem: string): StorePolicy {

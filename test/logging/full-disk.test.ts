@@ -100,13 +100,19 @@ describe.runIf(canMount())("a full disk", () => {
     expect(await recorder.startJournal()).toBeUndefined();
     const journal = recorder.journalPath() as string;
     const fields = { store_id: "47", sku: "8847291", quantity: 24, reason: long("because") };
-    recorder.intend({ ...fields, request_id: "req_1", ts: new Date().toISOString() });
+    recorder.intend({
+      ...fields,
+      request_id: "req_1",
+      by: "user:alice@korral.example",
+      ts: new Date().toISOString(),
+    });
     disk.fill();
     const created: AuditRecord = {
       ts: new Date().toISOString(),
       outcome: "CREATED",
       order_id: "RPL-47-001",
       request_id: "req_1",
+      by: "user:alice@korral.example",
       confirmed: "agent",
       ...fields,
     };
@@ -120,6 +126,7 @@ describe.runIf(canMount())("a full disk", () => {
       outcome: "REJECTED",
       order_id: null,
       request_id: "req_2",
+      by: "user:alice@korral.example",
       detail: "x",
     };
     expect(await recorder.audit(rejected)).toBe(true);

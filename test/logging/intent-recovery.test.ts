@@ -51,6 +51,7 @@ const FIELDS = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REAS
 const intentOf = (requestId: string, fields: typeof FIELDS) => ({
   ...fields,
   request_id: requestId,
+  by: "user:alice@korral.example",
   ts: new Date().toISOString(),
 });
 const intent = (id: string) =>

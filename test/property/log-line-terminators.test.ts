@@ -70,7 +70,7 @@ const hostile = fc
 // One token of an audit line: a JSON string, or a bare value (no spaces, no quotes).
 const TOKEN = String.raw`"(?:[^"\\]|\\.)*"|[^\s"]+`;
 const AUDIT_LINE = new RegExp(
-  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN})(?: confirmed=(?:buyer|agent))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
+  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN}) by=(${TOKEN})(?: client=(${TOKEN}))?(?: confirmed=(?:buyer|agent))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
 );
 const decode = (token: string | undefined): string | null => {
   if (token === undefined || token === "-") return null;
@@ -87,8 +87,9 @@ function parseAuditLine(line: string) {
     store_id: decode(m[4]),
     sku: decode(m[5]),
     request_id: decode(m[7]),
-    detail: m[8] === undefined ? undefined : decode(m[8]),
-    reason: decode(m[9]),
+    by: decode(m[8]),
+    detail: m[10] === undefined ? undefined : decode(m[10]),
+    reason: decode(m[11]),
   };
 }
 
@@ -132,6 +133,7 @@ async function writeOne(f: Fields, n: number) {
   const trace: TraceRecord = {
     ts: "2026-08-13T12:49:20.917Z",
     request_id: "req_1",
+    by: `user:${f.value}`,
     tool: "create_replenishment_order",
     store_id: f.store_id,
     status: f.ok ? "ok" : "error",
@@ -147,6 +149,7 @@ async function writeOne(f: Fields, n: number) {
     sku: f.sku,
     quantity: 24,
     request_id: "req_1",
+    by: `user:${f.value}`,
     reason: f.reason,
     detail: f.detail,
   };
@@ -198,6 +201,7 @@ describe("line terminators in any field", () => {
             store_id: t(f.store_id),
             sku: t(f.sku),
             request_id: "req_1",
+            by: t(`user:${f.value}`),
             detail: t(f.detail),
             reason: t(f.reason),
           });
