@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { hostPatternProblem } from "./http/host-patterns.js";
+import { hostPatternProblem } from "./config/host-patterns.js";
 
 export const DEFAULT_SECRET_NAME_PATTERN =
   "projects/{project}/secrets/storelink-key-{store}/versions/latest";
