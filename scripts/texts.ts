@@ -3,8 +3,8 @@
  * copied by hand:
  * - manifest.json's `tools` and `prompts` (the desktop bundle's), from the tools and the prompt;
  * - the tool tables of README.md and docs/tools.md, from the tools;
- * - the variable tables of docs/configuration.md, DEPLOYMENT.md and the README, from `VARIABLES`
- *   (src/config.ts).
+ * - the variable tables of docs/configuration.md, DEPLOYMENT.md, docs/logging.md and the README,
+ *   from `VARIABLES` (src/config.ts).
  * In a Markdown file a generated text sits between `<!-- generated:NAME -->` and
  * `<!-- /generated:NAME -->`; everything outside the markers is written by hand.
  * test/meta/generated-texts.test.ts fails when any of them is stale.
@@ -139,13 +139,20 @@ const deploymentVariables = (page: string): string =>
     ]),
   );
 
-const readmeSettings = (page: string): string =>
-  table(
-    ["Variable", "Default", "What it does"],
-    documented
-      .filter(([, v]) => v.readme === true)
-      .map(([name, v]) => [`\`${name}\``, defaultOf(v), linksFrom(page, firstSentences(v.doc, 1))]),
-  );
+/** A page's own short table: the variables whose declaration lists it there. */
+const listedVariables =
+  (sentenceCount: number) =>
+  (page: string): string =>
+    table(
+      ["Variable", "Default", "What it does"],
+      documented
+        .filter(([, v]) => v.listedIn?.some((listed) => listed === page))
+        .map(([name, v]) => [
+          `\`${name}\``,
+          defaultOf(v),
+          linksFrom(page, firstSentences(v.doc, sentenceCount)),
+        ]),
+    );
 
 // --- The manifest -----------------------------------------------------------------------------
 
@@ -207,7 +214,8 @@ function manifest(current: string): string {
 
 /** Each generated text of each page, by marker name. */
 const SECTIONS: Record<string, Record<string, (page: string) => string>> = {
-  "README.md": { tools: readmeTools, settings: readmeSettings },
+  "README.md": { tools: readmeTools, settings: listedVariables(1) },
+  "docs/logging.md": { variables: listedVariables(Number.POSITIVE_INFINITY) },
   "docs/tools.md": { tools: docsTools },
   "docs/configuration.md": { variables: configurationVariables },
   "DEPLOYMENT.md": { variables: deploymentVariables },

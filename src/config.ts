@@ -38,14 +38,14 @@ export const VARIABLES = {
     to: ["port"],
     doc: "HTTP port; `0` picks a free port and logs the bound one.",
     cloudRun: "set by Cloud Run (8080)",
-    readme: true,
+    listedIn: ["README.md"],
   }),
   HOST: variable({
     schema: z.string().min(1).default("127.0.0.1"),
     to: ["host"],
     doc: "HTTP bind address; the container sets `0.0.0.0`.",
     cloudRun: "`0.0.0.0` (baked into the image)",
-    readme: true,
+    listedIn: ["README.md"],
   }),
   KORRAL_KEYS_FILE: variable({
     schema: z
@@ -57,7 +57,7 @@ export const VARIABLES = {
     shownDefault: "<install>/keys.json",
     cloudRun: "unused",
     cloudRunNote: "the `file` source only",
-    readme: true,
+    listedIn: ["README.md"],
   }),
   KORRAL_KEY_SOURCE: variable({
     schema: z.enum(["file", "secret-manager"]).default("file"),
@@ -75,6 +75,7 @@ export const VARIABLES = {
     doc: "GCP project id: of the store secrets (required with `secret-manager` when the pattern uses `{project}`) and of `logging.googleapis.com/trace` on HTTP-mode log lines. Cloud Run does not set it: the deploy command does.",
     cloudRun: "your project id",
     cloudRunNote: "required with `secret-manager`; also links log lines to request traces",
+    listedIn: ["docs/logging.md"],
   }),
   KORRAL_SECRET_NAME_PATTERN: variable({
     schema: z
@@ -104,10 +105,10 @@ export const VARIABLES = {
       .min(1)
       .default(fileURLToPath(new URL("../log", import.meta.url))),
     to: ["logDir"],
-    doc: "Where `trace.jsonl` and `audit.log` go.",
+    doc: "Where `trace.jsonl` and `audit.log` go (created if missing).",
     shownDefault: "<install>/log",
     cloudRun: "unused with `KORRAL_LOG_FILES=off`",
-    readme: true,
+    listedIn: ["README.md", "docs/logging.md"],
   }),
   KORRAL_DEDUPE_WINDOW_MIN: variable({
     schema: z.coerce.number().min(0).max(1440).default(10),
@@ -123,7 +124,7 @@ export const VARIABLES = {
     doc: `The loop guard: new orders per store and SKU in a rolling hour, for the fleet with \`KORRAL_REDIS_URL\` (else per instance); \`0\` turns it off. Its rule: [the loop guard](${WRITE_SAFETY}#loop-guard).`,
     cloudRun: "`3`",
     cloudRunNote: "counted for the whole service in Memorystore",
-    readme: true,
+    listedIn: ["README.md"],
   }),
   KORRAL_ELICIT_CONFIRMATION: variable({
     schema: onOff('must be "on" or "off"').default("on"),
@@ -140,7 +141,7 @@ export const VARIABLES = {
     cloudRun: '`true` (the decision in "Why these values")',
     cloudRunNote:
       'on this HTTP service no MCP 2025-06-18 client can be asked; `false` writes their orders `confirmed=agent` (see "What operators see in the audit")',
-    readme: true,
+    listedIn: ["README.md"],
   }),
   /** Unset: each process draws its own (see policy/request-state.ts). */
   KORRAL_REQUEST_STATE_KEY: variable({
@@ -191,7 +192,7 @@ export const VARIABLES = {
     cloudRun: "from Secret Manager (`--set-secrets`, section 4)",
     cloudRunNote:
       "required in production unless `KORRAL_LIMITS=per-instance`: the limits store every replica shares; never logged",
-    readme: true,
+    listedIn: ["README.md"],
   }),
   KORRAL_REDIS_TIMEOUT_MS: variable({
     schema: z.coerce.number().int().min(10).max(5_000).default(300),
@@ -227,9 +228,9 @@ export const VARIABLES = {
   LOG_LEVEL: variable({
     schema: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
     to: ["logLevel"],
-    doc: "Operational log level on stderr (`debug` adds HTTP access lines).",
+    doc: "Operational log level on stderr (`debug` adds one HTTP access line per request, and in stdio mode the start-up configuration summary).",
     cloudRun: "`info`",
-    readme: true,
+    listedIn: ["README.md", "docs/logging.md"],
   }),
   KORRAL_LOG_FILES: variable({
     schema: onOff('must be "on" or "off"').default("on"),
@@ -239,13 +240,14 @@ export const VARIABLES = {
     cloudRun: "`off`",
     cloudRunNote:
       "records go to Cloud Logging as stdout lines (written whenever the files are off, and in production when stdout is not a terminal)",
+    listedIn: ["docs/logging.md"],
   }),
   STORELINK_URL: variable({
     schema: z.url({ protocol: /^https?$/ }).optional(),
     to: ["storelinkUrl"],
     doc: "Base URL of StoreLink over HTTP (e.g. `http://127.0.0.1:8090`); unset, the embedded in-memory StoreLink (refused in production: `NODE_ENV`). The start-up line and `/healthz` show its host only.",
     cloudRun: "StoreLink's base URL (required)",
-    readme: true,
+    listedIn: ["README.md"],
   }),
   KORRAL_STORELINK: variable({
     schema: z

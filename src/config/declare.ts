@@ -7,6 +7,9 @@ import { z } from "zod";
  * the documents from them.
  */
 
+/** The pages besides docs/configuration.md and DEPLOYMENT.md that list some variables. */
+export type ListingPage = "README.md" | "docs/logging.md";
+
 /** What the documents say of a variable. Links are written from the project root. */
 export interface Documented {
   /** One line: what it does (docs/configuration.md); its first sentence is the README's. */
@@ -17,8 +20,8 @@ export interface Documented {
   readonly cloudRun: string;
   /** DEPLOYMENT.md: what that means on Cloud Run, where it is more than the line above. */
   readonly cloudRunNote?: string;
-  /** One of the README's "Settings people change". */
-  readonly readme?: true;
+  /** Pages with a short table of their own variables (the README's "Settings people change"). */
+  readonly listedIn?: readonly ListingPage[];
 }
 
 /** Where a value lands in `Config`: a field (`port`) or a group's field (`secretManager.project`). */
