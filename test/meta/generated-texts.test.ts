@@ -28,6 +28,7 @@ describe("texts generated from the code", () => {
         "DEPLOYMENT.md",
         "README.md",
         "docs/configuration.md",
+        "docs/logging.md",
         "docs/tools.md",
         "manifest.json",
       ].sort(),
