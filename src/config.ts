@@ -29,8 +29,9 @@ const WRITE_SAFETY = "docs/write-safety.md";
 /**
  * Every environment variable, declared once (see config/declare.ts): validation and default,
  * where its value lands in `Config`, and its lines in docs/configuration.md, DEPLOYMENT.md and
- * the README (`npm run texts` writes them). Read once at start; a bad value stops startup with a
- * message naming the variable. Links in the texts are written from the project root.
+ * the pages that list it (`npm run texts` writes them). Read once at start; a bad value stops
+ * startup with a message naming the variable. Links in the texts are written from the project
+ * root.
  */
 export const VARIABLES = {
   PORT: variable({
