@@ -11,6 +11,7 @@ import {
   variable,
 } from "./config/declare.js";
 import { hostPatternProblem } from "./config/host-patterns.js";
+import { labelProblem } from "./config/principal-label.js";
 
 export const DEFAULT_SECRET_NAME_PATTERN =
   "projects/{project}/secrets/storelink-key-{store}/versions/latest";
@@ -25,6 +26,11 @@ const stateKey = z
   .optional();
 
 const WRITE_SAFETY = "docs/write-safety.md";
+
+/** A Secret Manager secret id, and a secret version's full resource name (KORRAL_POLICY_SECRET). */
+const SECRET_ID = /[A-Za-z0-9_-]{1,255}/;
+const SECRET_VERSION_NAME =
+  /projects\/[a-z0-9-]{1,30}\/secrets\/[A-Za-z0-9_-]{1,255}\/versions\/(?:latest|[1-9][0-9]{0,18})/;
 
 /**
  * Every environment variable, declared once (see config/declare.ts): validation and default,
@@ -99,6 +105,48 @@ export const VARIABLES = {
     to: ["secretManager.deadlineMs"],
     doc: "Upper bound on one Secret Manager lookup, library retries included (100 to 30000).",
     cloudRun: "`3000`",
+  }),
+  KORRAL_POLICY_FILE: variable({
+    schema: z.string().min(1).optional(),
+    to: [],
+    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. Read and checked; not yet applied to tool calls.",
+    cloudRun: "unused",
+    cloudRunNote: "the store policy as a file, for local runs",
+  }),
+  KORRAL_POLICY_SECRET: variable({
+    schema: z
+      .string()
+      .regex(
+        new RegExp(`^(?:${SECRET_ID.source}|${SECRET_VERSION_NAME.source})$`),
+        "must be a secret id (letters, digits, - and _) or projects/<project>/secrets/<id>/versions/<latest or a number>",
+      )
+      .optional(),
+    to: [],
+    doc: "The store policy in Secret Manager: a secret id (its latest version, in `GOOGLE_CLOUD_PROJECT`, then required) or a version's full name `projects/<project>/secrets/<id>/versions/<latest or a number>`. Read with `KORRAL_KEY_DEADLINE_MS` as its deadline.",
+    cloudRun: "unset for now",
+    cloudRunNote:
+      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)): read and checked, not yet applied to tool calls",
+  }),
+  KORRAL_POLICY_CACHE_SECONDS: variable({
+    schema: z.coerce.number().int().min(0).max(300).default(10),
+    to: ["policy.cacheSeconds"],
+    doc: "How long a policy read is used before a call reads it again (0 to 300; 0 reads on every call). A policy that could not be read is tried again after at most a second.",
+    cloudRun: "`10`",
+    cloudRunNote: "a grant or revocation is in force within it",
+  }),
+  /** stdio: the label of `local:<label>` (see policy/principal.ts). */
+  KORRAL_PRINCIPAL: variable({
+    schema: z
+      .string()
+      .superRefine((label, ctx) => {
+        const problem = labelProblem(label);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .optional(),
+    to: ["principalLabel"],
+    doc: "stdio: who the buyer is, as `local:<label>` (1 to 64 letters, digits, `.` `_` `@` `+` `-`, starting with a letter or digit). Unset: the OS account, `os:<login>@<host>`. Unverified either way ([identity.md](docs/identity.md#principals)).",
+    cloudRun: "unused",
+    cloudRunNote: "stdio only",
   }),
   KORRAL_LOG_DIR: variable({
     schema: z
@@ -295,8 +343,19 @@ export type VariableName = keyof typeof VARIABLES;
 
 const schema = schemaOf(VARIABLES);
 
+/** Where the store policy is read: read from two variables at once (see loadConfig). */
+export type PolicySource = Readonly<
+  { kind: "file"; path: string } | { kind: "secret"; name: string }
+>;
+
+/** Fields read from several variables at once, by group; the rest come from one declaration each. */
+type Derived = {
+  /** undefined: no store policy configured. */
+  policy: { source: PolicySource | undefined };
+};
+
 /** All configuration: each field from the variable whose declaration names it (`VARIABLES`). */
-export type Config = ConfigOf<typeof VARIABLES>;
+export type Config = ConfigOf<typeof VARIABLES, Derived>;
 
 /**
  * Why the Redis client could not use `value`, or undefined: the rules of node-redis's own URL
@@ -414,6 +473,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
       "GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
     );
   }
+  if (c.KORRAL_POLICY_FILE !== undefined && c.KORRAL_POLICY_SECRET !== undefined) {
+    problems.push(
+      "KORRAL_POLICY_FILE and KORRAL_POLICY_SECRET are both set; the store policy has one source, unset one",
+    );
+  }
+  const policySecretIsId =
+    c.KORRAL_POLICY_SECRET !== undefined && !c.KORRAL_POLICY_SECRET.startsWith("projects/");
+  if (policySecretIsId && !given("GOOGLE_CLOUD_PROJECT")) {
+    problems.push(
+      "GOOGLE_CLOUD_PROJECT: required when KORRAL_POLICY_SECRET is a secret id (or give the version's full name, projects/<project>/secrets/<id>/versions/latest)",
+    );
+  }
   const production = c.NODE_ENV === "production";
   // Cloud Run (which sets K_SERVICE) kills the container 10 s after SIGTERM; the logs' flush needs
   // up to a second of that. A longer grace would be cut short mid-audit.
@@ -461,7 +532,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
   if (problems.length > 0) {
     throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);
   }
-  return readConfig(VARIABLES, c);
+  const policySource: PolicySource | undefined =
+    c.KORRAL_POLICY_FILE !== undefined
+      ? { kind: "file", path: c.KORRAL_POLICY_FILE }
+      : c.KORRAL_POLICY_SECRET !== undefined
+        ? {
+            kind: "secret",
+            name: policySecretIsId
+              ? `projects/${c.GOOGLE_CLOUD_PROJECT}/secrets/${c.KORRAL_POLICY_SECRET}/versions/latest`
+              : c.KORRAL_POLICY_SECRET,
+          }
+        : undefined;
+  return readConfig(VARIABLES, c, { policy: { source: policySource } });
 }
 
 /** What the start-up line and /healthz name as the StoreLink in use. */

@@ -9,13 +9,13 @@ import { OrderCap } from "./policy/order-cap.js";
 import { limiterFor } from "./policy/rate-limit.js";
 import { stateSigner } from "./policy/request-state.js";
 import { createStoreLink } from "./storelink/index.js";
-import type { ComposedDeps, ServerDeps } from "./tools/define.js";
+import type { Deps } from "./tools/define.js";
 
 /**
- * The composition root: the one place the configuration becomes the server's dependencies.
- * Both entries (stdio.ts, http.ts) and a bare `createServer()` go through `defaultDeps`, so every
- * way of starting the server honours the same variables. What is not overridden comes from
- * `config` (read from the environment when not given, and only when needed): StoreLink (embedded, or HTTP with
+ * The composition root: the one place the configuration becomes the server's dependencies, called
+ * by the entries (through `startDeps`) and by the test harness, nowhere else: the server factory
+ * and the HTTP app take a complete `Deps`. What `given` leaves out comes from `config` (read from
+ * the environment when not given, and only when needed): StoreLink (embedded, or HTTP with
  * STORELINK_URL), the key source (KORRAL_KEY_SOURCE), the loop guard, the confirmation switches,
  * the confirmation signer and the per-caller rate limit. Only the recorder defaults to nothing:
  * the entries hand in the one that writes `log/`.
@@ -23,12 +23,11 @@ import type { ComposedDeps, ServerDeps } from "./tools/define.js";
  * Call it once per process: the confirmation signer, and the loop guard and the rate limit
  * without a shared limits store, are per instance.
  */
-export function defaultDeps(
-  overrides: Partial<ServerDeps> = {},
+export function composeDeps(
+  given: Partial<Deps> = {},
   config?: Config,
   inject: KeyInjection = {},
-): ComposedDeps {
-  // Read only if something is not overridden: the entries compose complete deps once.
+): Deps {
   let loaded = config;
   const cfg = (): Config => {
     loaded ??= loadConfig();
@@ -37,17 +36,14 @@ export function defaultDeps(
   // The fleet's limits store, when KORRAL_REDIS_URL names one: the cap and the limiter share it.
   const shared = () => sharedLimitsFor(cfg());
   return {
-    storelink: overrides.storelink ?? createStoreLink(cfg()),
-    keys: overrides.keys ?? keyProviderFor(cfg(), inject),
-    recorder: overrides.recorder ?? nullRecorder,
-    orderCap:
-      overrides.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour, shared: shared() }),
-    confirmWrites: overrides.confirmWrites ?? cfg().elicitConfirmation,
-    // An explicit `limiter: undefined` means none (tests that count past any limit).
-    limiter:
-      "limiter" in overrides ? overrides.limiter : limiterFor(cfg().rateLimitPerMin, shared()),
-    signer: overrides.signer ?? stateSigner(cfg().requestStateKey, cfg().previousRequestStateKey),
-    requireConfirmation: overrides.requireConfirmation ?? cfg().requireConfirmation,
+    storelink: given.storelink ?? createStoreLink(cfg()),
+    keys: given.keys ?? keyProviderFor(cfg(), inject),
+    recorder: given.recorder ?? nullRecorder,
+    orderCap: given.orderCap ?? new OrderCap({ perHour: cfg().orderCapPerHour, shared: shared() }),
+    confirmWrites: given.confirmWrites ?? cfg().elicitConfirmation,
+    limiter: given.limiter ?? limiterFor(cfg().rateLimitPerMin, shared()),
+    signer: given.signer ?? stateSigner(cfg().requestStateKey, cfg().previousRequestStateKey),
+    requireConfirmation: given.requireConfirmation ?? cfg().requireConfirmation,
   };
 }
 
@@ -62,7 +58,7 @@ const LIMITS_START_WAIT_MS = 5_000;
 export async function startDeps(
   config: Config,
   transport: Transport,
-): Promise<{ deps: ComposedDeps; recorder: Recorder }> {
+): Promise<{ deps: Deps; recorder: Recorder }> {
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
   // The first calls count on the fleet's store when it answers in time; reads never wait past it.
@@ -76,5 +72,5 @@ export async function startDeps(
     process.exit(2);
   });
   const keys = await createKeyProvider(config);
-  return { deps: defaultDeps({ keys, recorder }, config), recorder };
+  return { deps: composeDeps({ keys, recorder }, config), recorder };
 }

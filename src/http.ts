@@ -7,18 +7,14 @@ import { allowedHostsFor, createApp } from "./http/app.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
-import type { ServerDeps } from "./tools/define.js";
+import type { Deps } from "./tools/define.js";
 
 /**
  * Listens with `config`'s host, port and HTTP options and stops cleanly on SIGTERM/SIGINT,
  * waiting up to `config.shutdownGraceMs` for requests and tool calls (lifecycle/shutdown.ts). `afterClose`
  * runs once they are done, or the grace is over (flush the logs there).
  */
-export function serve(
-  deps: ServerDeps,
-  config: Config,
-  afterClose?: () => Promise<void>,
-): HttpServer {
+export function serve(deps: Deps, config: Config, afterClose?: () => Promise<void>): HttpServer {
   const storelink = storelinkInUse(config);
   const shared = sharedLimitsFor(config);
   const app = createApp(deps, {

@@ -66,22 +66,36 @@ type GroupOf<P> = P extends `${infer G}.${string}` ? G : never;
 type FieldIn<P, G extends string> = P extends `${G}.${infer F}` ? F : never;
 type Flat<T> = { [K in keyof T]: T[K] } & {};
 
-/** Each field the value of the variable whose declaration names it; groups are objects. */
-export type ConfigOf<V extends Declarations> = Readonly<
+/** Fields of groups read from several variables at once (`policy.source`), by group. */
+export type DerivedFields = Record<string, Record<string, unknown>>;
+
+/**
+ * Each field the value of the variable whose declaration names it; groups are objects, with the
+ * derived fields of their group besides.
+ */
+export type ConfigOf<
+  V extends Declarations,
+  D extends DerivedFields = Record<never, never>,
+> = Readonly<
   Flat<
     { [N in keyof V as TopField<TargetsOf<V, N>>]: ValueOf<V, N> } & {
-      [G in GroupOf<TargetsOf<V, keyof V>>]: Readonly<
-        Flat<{ [N in keyof V as FieldIn<TargetsOf<V, N>, G>]: ValueOf<V, N> }>
+      [G in GroupOf<TargetsOf<V, keyof V>> | (keyof D & string)]: Readonly<
+        Flat<
+          { [N in keyof V as FieldIn<TargetsOf<V, N>, G>]: ValueOf<V, N> } & (G extends keyof D
+            ? D[G]
+            : unknown)
+        >
       >;
     }
   >
 >;
 
 /** The validated values read into the configuration, each where its declaration says. */
-export function readConfig<V extends Declarations>(
+export function readConfig<V extends Declarations, D extends DerivedFields>(
   variables: V,
   values: z.output<ReturnType<typeof schemaOf<V>>>,
-): ConfigOf<V> {
+  derived: D,
+): ConfigOf<V, D> {
   const config: Record<string, unknown> = {};
   const validated: Record<string, unknown> = values;
   for (const [name, declaration] of Object.entries(variables)) {
@@ -97,7 +111,10 @@ export function readConfig<V extends Declarations>(
       }
     }
   }
-  return config as ConfigOf<V>;
+  for (const [group, fields] of Object.entries(derived)) {
+    config[group] = { ...(config[group] as Record<string, unknown> | undefined), ...fields };
+  }
+  return config as ConfigOf<V, D>;
 }
 
 /** A comma-separated list; empty items dropped. */

@@ -1,14 +1,13 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
-import { defaultDeps } from "../deps.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
 import { type TraceFields, traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
 import { callTool } from "../mcp/call-tool.js";
 import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
-import type { ServerDeps } from "../tools/define.js";
+import type { Deps } from "../tools/define.js";
 import {
   bodyRefusals,
   JSON_BODY_LIMIT,
@@ -66,9 +65,7 @@ export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
  * transport from the SDK (mcp-handler.ts), or the fast path for a plain read, so concurrent
  * requests never share protocol state.
  */
-export function createApp(given: ServerDeps, options: AppOptions = {}): Express {
-  // Both eras share one set: one signer, one cap, one limiter per app.
-  const deps = defaultDeps(given);
+export function createApp(deps: Deps, options: AppOptions = {}): Express {
   const app = express();
   app.disable("x-powered-by");
   app.disable("etag");
@@ -97,7 +94,7 @@ export function createApp(given: ServerDeps, options: AppOptions = {}): Express 
     res.once("close", () => {
       if (!res.writableFinished) abort.abort();
     });
-    callTool(deps, read.name, read.args, { signal: abort.signal, caller, traceFields }).then(
+    callTool(deps, read.name, read.args, { caller, traceFields }, { signal: abort.signal }).then(
       (result) => {
         if (res.destroyed) return;
         endWithJson(res, 200, fastReadAnswer(read.id, result, read.era));

@@ -8,7 +8,7 @@ import {
 import type { TraceFields } from "../logging/trace-context.js";
 import { forTheWire } from "../mcp/protocol-error.js";
 import { createServer, type Era } from "../mcp/server.js";
-import type { ComposedDeps } from "../tools/define.js";
+import type { Deps } from "../tools/define.js";
 import { endWithJson } from "./json-answer.js";
 
 /** The request headers the SDK reads; nothing else is copied per request. */
@@ -30,7 +30,7 @@ const FORWARDED_HEADERS = [
  * The SDK gets the body Express already parsed and only the headers it reads (and any
  * `Mcp-Param-*`); an answer the SDK wrote itself leaves through `forTheWire` too.
  */
-export function mcpHttpHandler(deps: ComposedDeps) {
+export function mcpHttpHandler(deps: Deps) {
   const build = (era: Era, authInfo: AuthInfo | undefined) =>
     createServer(deps, {
       caller: authInfo?.clientId ?? "unknown",

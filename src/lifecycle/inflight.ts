@@ -1,6 +1,13 @@
-import type { AuditRecord, CallRecorder, TraceRecord } from "../logging/records.js";
+import { type CallRecord, traceOf } from "../logging/call-record.js";
+import type {
+  AuditRecord,
+  CallRecorder,
+  IntentRecord,
+  OrderFields,
+  TraceRecord,
+} from "../logging/records.js";
 import type { TraceFields } from "../logging/trace-context.js";
-import { abandonedWrite, orderFieldsOf } from "../policy/audit.js";
+import { abandonedWrite, intentOf, orderFieldsOf } from "../policy/audit.js";
 
 /**
  * One running tool call. It is the call's recorder too, so it knows whether the call has already
@@ -9,18 +16,13 @@ import { abandonedWrite, orderFieldsOf } from "../policy/audit.js";
  */
 export class InflightCall implements CallRecorder {
   #audited = false;
-  #sent = false;
+  /** The order as handed to StoreLink, once it was. */
+  #sent: OrderFields | undefined;
   constructor(
-    readonly requestId: string,
-    readonly tool: string,
+    readonly call: CallRecord,
     /** A write (create_replenishment_order): audited UNCERTAIN if abandoned. */
     readonly write: boolean,
-    readonly args: unknown,
     readonly recorder: CallRecorder,
-    readonly traceFields: TraceFields,
-    /** The call's start, as its own trace line records it (ISO time, performance.now()). */
-    readonly ts: string,
-    readonly started: number,
   ) {}
 
   trace(record: TraceRecord, context?: TraceFields): void {
@@ -32,10 +34,14 @@ export class InflightCall implements CallRecorder {
     return this.recorder.audit(record, context);
   }
 
+  intend(intent: IntentRecord, context?: TraceFields): void {
+    this.recorder.intend(intent, context);
+  }
+
   /** The write is being handed to StoreLink: from now on, abandoning it leaves it uncertain. */
-  markSent(): void {
-    this.#sent = true;
-    this.recorder.intend?.(this.requestId, orderFieldsOf(this.args), this.traceFields);
+  markSent(order: OrderFields): void {
+    this.#sent = order;
+    this.intend(intentOf(this.call, order), this.call.traceFields);
   }
 
   /**
@@ -45,12 +51,9 @@ export class InflightCall implements CallRecorder {
    * line was written.
    */
   abandon(): boolean {
-    const fields = orderFieldsOf(this.args);
+    const fields = this.#sent ?? orderFieldsOf(this.call.args);
     this.recorder.trace(
-      {
-        ts: this.ts,
-        request_id: this.requestId,
-        tool: this.tool,
+      traceOf(this.call, {
         store_id: fields.store_id,
         status: "error",
         error: !this.write
@@ -58,13 +61,14 @@ export class InflightCall implements CallRecorder {
           : this.#sent
             ? "outcome_unknown: stopped by shutdown"
             : "internal: stopped by shutdown before the order was sent",
-        duration_ms: Math.round((performance.now() - this.started) * 100) / 100,
-        args: this.args ?? {},
-      },
-      this.traceFields,
+      }),
+      this.call.traceFields,
     );
     if (!this.write || this.#audited) return false;
-    void this.audit(abandonedWrite(fields, this.requestId, this.#sent), this.traceFields);
+    void this.audit(
+      abandonedWrite(this.call, fields, this.#sent !== undefined),
+      this.call.traceFields,
+    );
     return true;
   }
 }

@@ -67,7 +67,7 @@ async function recoverOnce(
   handed: Set<string>,
 ) {
   const recovered = await recoverIntents(dir, {
-    recover: (fields, requestId, sentAt) => recorder.audit(killedWrite(fields, requestId, sentAt)),
+    recover: (intent) => recorder.audit(killedWrite(intent)),
     handed,
     outcomes: (ids) => auditedRequestIds(join(dir, AUDIT_FILE), ids),
     reported,

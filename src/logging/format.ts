@@ -1,4 +1,4 @@
-import type { AuditRecord, IntentFields, TraceRecord } from "./records.js";
+import type { AuditRecord, IntentRecord, TraceRecord } from "./records.js";
 import { capText, redact, redactCapped, redactText } from "./redact.js";
 
 /**
@@ -104,49 +104,58 @@ const bareOrQuoted = (value: string | number | null): string => {
 };
 
 /**
- * One line of audit.log (no newline), as the spec shows:
- * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. [confirmed=..] [detail="…"] reason="…"`.
- * Input is redacted here. A missing reason is written as `reason=-`.
+ * How each field of an audit record reads on its line, in the line's order (the spec's:
+ * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. [confirmed=..] [detail="…"] reason="…"`).
+ * Typed over every key of AuditRecord, so a new field must be given its place here; a field a
+ * record does not carry (undefined) is left out. A missing reason reads `reason=-`.
  */
-export function formatAuditLine(record: AuditRecord): string {
-  const r = redactAudit(record);
-  return formatAuditFields(r);
-}
+const AUDIT_LINE: {
+  [K in keyof Required<AuditRecord>]: (value: NonNullable<AuditRecord[K]> | null) => string;
+} = {
+  ts: (v) => bareOrQuoted(v),
+  outcome: (v) => String(v),
+  order_id: (v) => bareOrQuoted(v),
+  store_id: (v) => `store=${bareOrQuoted(v)}`,
+  sku: (v) => `sku=${bareOrQuoted(v)}`,
+  quantity: (v) => `qty=${bareOrQuoted(v)}`,
+  request_id: (v) => `req=${bareOrQuoted(v)}`,
+  confirmed: (v) => `confirmed=${v}`,
+  detail: (v) => `detail=${quote(String(v))}`,
+  reason: (v) => `reason=${v === null ? "-" : quote(v)}`,
+};
+const AUDIT_LINE_KEYS = Object.keys(AUDIT_LINE) as (keyof AuditRecord)[];
 
-/** The audit line of an already redacted record. */
-export function formatAuditFields(r: AuditRecord): string {
-  return `${bareOrQuoted(r.ts)} ${r.outcome} ${bareOrQuoted(r.order_id)} ${formatOrderFields(r)}`;
-}
-
-/** The audit line's `key=value` part: the order, who asked, and why (already redacted). */
-export function formatOrderFields(
-  r: Pick<AuditRecord, "store_id" | "sku" | "quantity" | "request_id" | "reason"> &
-    Partial<Pick<AuditRecord, "confirmed" | "detail">>,
-): string {
-  const parts = [
-    `store=${bareOrQuoted(r.store_id)}`,
-    `sku=${bareOrQuoted(r.sku)}`,
-    `qty=${bareOrQuoted(r.quantity)}`,
-    `req=${bareOrQuoted(r.request_id)}`,
-  ];
-  if (r.confirmed !== undefined) parts.push(`confirmed=${r.confirmed}`);
-  if (r.detail !== undefined) parts.push(`detail=${quote(r.detail)}`);
-  parts.push(`reason=${r.reason === null ? "-" : quote(r.reason)}`);
+/** The line of an already redacted record, or of the fields of one that it carries. */
+function lineOf(r: Partial<AuditRecord>): string {
+  const parts: string[] = [];
+  for (const key of AUDIT_LINE_KEYS) {
+    const value = r[key];
+    if (value !== undefined) parts.push((AUDIT_LINE[key] as (v: unknown) => string)(value));
+  }
   return parts.join(" ");
 }
 
-/** An intent's fields as written: redacted as the audit line of a sent write is. */
-export function redactIntent(
-  requestId: string,
-  fields: IntentFields,
-): IntentFields & { request_id: string } {
-  const text = (value: unknown): string | null =>
-    typeof value === "string" ? redactText(value) : null;
-  return {
-    request_id: redactText(String(requestId)),
-    store_id: text(fields.store_id),
-    sku: text(fields.sku),
-    quantity: typeof fields.quantity === "number" ? fields.quantity : null,
-    reason: text(fields.reason),
-  };
+/** One line of audit.log (no newline). Input is redacted here. */
+export function formatAuditLine(record: AuditRecord): string {
+  return lineOf(redactAudit(record));
+}
+
+/** The audit line of an already redacted record. */
+export const formatAuditFields = (r: AuditRecord): string => lineOf(r);
+
+/**
+ * An intent as the structured log copies it: redacted as the audit line of a sent write is, by
+ * the audit line's own field rules.
+ */
+export function redactIntent(intent: IntentRecord): IntentRecord {
+  const written: Partial<Record<keyof IntentRecord, unknown>> = {};
+  for (const key of Object.keys(intent) as (keyof IntentRecord)[]) {
+    if (key in AUDIT_FIELDS) written[key] = AUDIT_FIELDS[key](intent as AuditRecord, redactText);
+  }
+  return written as IntentRecord;
+}
+
+/** The intent's `key=value` part (without its time), as its audit line would read. */
+export function formatIntentFields({ ts: _sentAt, ...fields }: IntentRecord): string {
+  return lineOf(fields);
 }

@@ -15,7 +15,7 @@ import { type FileHandle, lstat, open, readdir, rename, unlink } from "node:fs/p
 import { basename, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { type FileLock, tryLock } from "./file-lock.js";
-import type { IntentFields } from "./records.js";
+import type { IntentRecord } from "./records.js";
 
 /**
  * The write-intent journal: a durable line for each order as it is handed to StoreLink, and a
@@ -57,9 +57,37 @@ export const MAX_JOURNAL_BYTES = 8 * 1024 * 1024;
 /** A writer with no open intent empties its journal once it is this large. */
 const COMPACT_BYTES = 1024 * 1024;
 
-interface IntentLine extends IntentFields {
-  intent: string;
-  ts: string;
+/**
+ * How an intent line is read back, one rule per field of IntentRecord (typed over all of them, so
+ * a field added to the record is named here by the compiler, and carried through a kill -9). On
+ * disk the request id is the line's `intent`; every other field keeps its name. A value of the
+ * wrong type reads as null (the audit line says "-"), never as the line's loss.
+ */
+const INTENT_FIELDS: {
+  [K in keyof Required<IntentRecord>]: (line: Record<string, unknown>) => IntentRecord[K] | null;
+} = {
+  request_id: (line) => text(line.intent),
+  ts: (line) => text(line.ts),
+  store_id: (line) => text(line.store_id),
+  sku: (line) => text(line.sku),
+  quantity: (line) => (typeof line.quantity === "number" ? line.quantity : null),
+  reason: (line) => text(line.reason),
+};
+const INTENT_KEYS = Object.keys(INTENT_FIELDS) as (keyof IntentRecord)[];
+
+const text = (value: unknown): string | null => (typeof value === "string" ? value : null);
+
+/** An intent's line on disk: the record, its request id as `intent`. */
+function intentLine({ request_id, ...rest }: IntentRecord): object {
+  return { intent: request_id, ...rest };
+}
+
+/** The intent a line records, its sending time `sentAt` when the line has none. */
+function readIntent(line: Record<string, unknown>, sentAt: string): IntentRecord {
+  const read: Partial<Record<keyof IntentRecord, unknown>> = {};
+  for (const key of INTENT_KEYS) read[key] = INTENT_FIELDS[key](line);
+  read.ts ??= sentAt;
+  return read as IntentRecord;
 }
 
 const random = (): string => randomBytes(8).toString("hex");
@@ -129,9 +157,9 @@ export class IntentJournal {
   }
 
   /** Written and synced before the order is sent: the one fsync a write pays for this. */
-  begin(requestId: string, fields: IntentFields): void {
-    this.#write({ intent: requestId, ts: new Date().toISOString(), ...fields }, true);
-    this.#open.add(requestId);
+  begin(intent: IntentRecord): void {
+    this.#write(intentLine(intent), true);
+    this.#open.add(intent.request_id);
   }
 
   /** The write's audit line is whole on disk: its intent has an outcome. */
@@ -219,7 +247,7 @@ export type RecoveryNotice =
 
 export interface RecoverOptions {
   /** Writes the UNCERTAIN line of one intent (durably): whether it is whole on disk now. */
-  recover(fields: IntentFields, requestId: string, sentAt: string): Promise<boolean>;
+  recover(intent: IntentRecord): Promise<boolean>;
   /**
    * Intents whose UNCERTAIN line this server already handed to `recover`, written or waiting
    * for the disk: never handed over twice (the journal stays until every line is written).
@@ -319,7 +347,7 @@ async function recoverJournal(
       await setAside(`it is ${stats.size} bytes, over the ${MAX_JOURNAL_BYTES}-byte bound`, true);
       return 0;
     }
-    const pending = new Map<string, IntentLine>();
+    const pending = new Map<string, Record<string, unknown>>();
     let unreadable = 0;
     let text: string;
     try {
@@ -343,9 +371,9 @@ async function recoverJournal(
         unreadable++;
         continue;
       }
-      const entry = line as Partial<IntentLine> & { done?: unknown };
+      const entry = line as Record<string, unknown>;
       if (typeof entry.done === "string") pending.delete(entry.done);
-      else if (typeof entry.intent === "string") pending.set(entry.intent, entry as IntentLine);
+      else if (typeof entry.intent === "string") pending.set(entry.intent, entry);
       else unreadable++;
     }
     if (unreadable > 0) once(path, { kind: "unreadable lines", file: path, lines: unreadable });
@@ -354,25 +382,15 @@ async function recoverJournal(
     let recovered = 0;
     let allWritten = true;
     const handed = options.handed ?? new Set<string>();
-    const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
-    for (const intent of pending.values()) {
-      if (outcomes.has(intent.intent)) continue;
-      if (handed.has(intent.intent)) {
+    for (const [id, line] of pending) {
+      if (outcomes.has(id)) continue;
+      if (handed.has(id)) {
         allWritten = false;
         continue;
       }
-      handed.add(intent.intent);
-      const written = await options.recover(
-        {
-          store_id: str(intent.store_id),
-          sku: str(intent.sku),
-          quantity: typeof intent.quantity === "number" ? intent.quantity : null,
-          reason: str(intent.reason),
-        },
-        intent.intent,
-        typeof intent.ts === "string" ? intent.ts : stats.mtime.toISOString(),
-      );
-      if (written) handed.delete(intent.intent);
+      handed.add(id);
+      const written = await options.recover(readIntent(line, stats.mtime.toISOString()));
+      if (written) handed.delete(id);
       else allWritten = false;
       recovered++;
     }

@@ -2,7 +2,7 @@ import { join } from "node:path";
 import {
   escapeLineTerminators,
   formatAuditFields,
-  formatOrderFields,
+  formatIntentFields,
   redactAudit,
   redactIntent,
   redactTrace,
@@ -120,17 +120,17 @@ export function createRecorder(options: RecorderOptions): Recorder {
         return false;
       }
     },
-    intend(requestId, fields, context) {
+    intend(intent, context) {
       try {
-        journal?.begin(requestId, fields);
+        journal?.begin(intent);
         // Without files (Cloud Run, whose disk dies with the instance), the intent is a log entry
         // of its own: an INTENT without an audit entry of the same req is a write a kill cut off.
         if (emit && !journal) {
-          const r = redactIntent(requestId, fields);
+          const r = redactIntent(intent);
           emit(
             {
               severity: "NOTICE",
-              message: `INTENT ${formatOrderFields(r)}`,
+              message: `INTENT ${formatIntentFields(r)}`,
               log_type: "intent",
               time: new Date().toISOString(),
             },

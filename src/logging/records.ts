@@ -1,9 +1,17 @@
 import type { TraceFields } from "./trace-context.js";
 
-/** One line of log/trace.jsonl: every tool call, read or write, success or failure. */
-export interface TraceRecord {
-  ts: string;
+/**
+ * What every line about a call says of the call itself (the trace's, the audit line's, the
+ * intent's): built from the record of the call by `callFieldsOf` (call-record.ts) alone, so a
+ * field added here reaches every line, and the compiler names each place that must write it.
+ */
+export interface CallFields {
   request_id: string;
+}
+
+/** One line of log/trace.jsonl: every tool call, read or write, success or failure. */
+export interface TraceRecord extends CallFields {
+  ts: string;
   tool: string;
   /** Always a string or null; multi-store calls keep `store_ids` inside `args`. */
   store_id: string | null;
@@ -17,16 +25,19 @@ export interface TraceRecord {
 
 export type AuditOutcome = "CREATED" | "REPLAYED" | "REJECTED" | "UNCERTAIN" | "PREVIEW";
 
-/** One line of log/audit.log: every write attempt, always with its reason. */
-export interface AuditRecord {
-  ts: string;
-  outcome: AuditOutcome;
-  order_id: string | null;
+/** The audited facts of an order: as sent, or as read from arguments that may be invalid. */
+export interface OrderFields {
   store_id: string | null;
   sku: string | null;
   quantity: number | null;
-  request_id: string;
   reason: string | null;
+}
+
+/** One line of log/audit.log: every write attempt, always with its reason. */
+export interface AuditRecord extends OrderFields, CallFields {
+  ts: string;
+  outcome: AuditOutcome;
+  order_id: string | null;
   /** Why it was rejected or uncertain. */
   detail?: string;
   /**
@@ -38,8 +49,13 @@ export interface AuditRecord {
 
 export type Confirmer = "buyer" | "agent";
 
-/** The facts of an order an intent line keeps (as the audit line would show them). */
-export type IntentFields = Pick<AuditRecord, "store_id" | "sku" | "quantity" | "reason">;
+/**
+ * A write being handed to StoreLink, as the intent journal keeps it: the order, the call's own
+ * fields, and when it was sent. Recovery turns it back into the call's UNCERTAIN audit line.
+ */
+export interface IntentRecord extends OrderFields, CallFields {
+  ts: string;
+}
 
 /**
  * Where the server sends trace and audit records. Implementations never throw: a broken log
@@ -57,11 +73,12 @@ export interface CallRecorder {
    * A write is being handed to StoreLink (synchronously durable, before it is sent): its audit
    * line, keyed by the same request id, is its outcome. See logging/intents.ts.
    */
-  intend?(requestId: string, fields: IntentFields, context?: TraceFields): void;
+  intend(intent: IntentRecord, context?: TraceFields): void;
 }
 
 /** Records nothing; for tests that do not look at logs. */
 export const nullRecorder: CallRecorder = {
   trace() {},
   async audit() {},
+  intend() {},
 };

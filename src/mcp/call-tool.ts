@@ -7,9 +7,9 @@ import {
 } from "@modelcontextprotocol/server";
 import { toToolError } from "../errors.js";
 import { InflightCall, inflightCalls } from "../lifecycle/inflight.js";
+import { type CallOrigin, type CallRecord, callRecord, traceOf } from "../logging/call-record.js";
 import { opsLog } from "../logging/ops.js";
-import type { TraceFields } from "../logging/trace-context.js";
-import { AskBuyer, type Rounds, type ServerDeps, type ToolContext } from "../tools/define.js";
+import { AskBuyer, type Deps, type Rounds, type ToolContext } from "../tools/define.js";
 import { TOOLS } from "../tools/index.js";
 
 /** The tool listing, built once per process. */
@@ -18,15 +18,11 @@ const TOOLS_BY_NAME = new Map(TOOLS.map((tool) => [tool.name, tool]));
 
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 
-/** How one call is made: who asks, and how its buyer can be asked. */
+/** How one call is made: its signal, and how its buyer can be asked. */
 export interface CallOptions {
   signal: AbortSignal;
   /** A request whose client can be asked through input_required (either era; see mcp/server.ts). */
   rounds?: Rounds;
-  /** Keys the rate limit and binds confirmation state: the HTTP identity, or the stdio connection. */
-  caller: string;
-  /** The HTTP request's Cloud Trace fields, carried onto its log lines. */
-  traceFields?: TraceFields;
   /**
    * Given a call that asked the buyer (input_required) a way to settle it should no second round
    * come: the write's own not-confirmed outcome, audited and traced, as a tool result.
@@ -35,67 +31,52 @@ export interface CallOptions {
 }
 
 /**
- * Runs one tool call. This is the one place where failures become `isError` results and where
- * every call, success or failure, is traced. The per-caller rate limit is applied by each tool
- * before anything else (tools/define.ts).
+ * Runs one tool call. This is where a call enters: its record (call-record.ts) is built here,
+ * once, and it is the one place where failures become `isError` results and where every call,
+ * success or failure, is traced. The per-caller rate limit is applied by each tool before
+ * anything else (tools/define.ts).
  */
 export async function callTool(
-  deps: ServerDeps,
+  deps: Deps,
   name: string,
   args: unknown,
-  { signal, rounds, caller, traceFields = {}, onUnanswered }: CallOptions,
+  origin: CallOrigin,
+  { signal, rounds, onUnanswered }: CallOptions,
 ): Promise<CallToolResult | InputRequiredResult> {
+  const call = callRecord(origin, newRequestId(), name, args, signal);
   const tool = TOOLS_BY_NAME.get(name);
   if (!tool) {
     // Every call is traced, one the server cannot run too (its name and arguments are capped).
     deps.recorder.trace(
-      {
-        ts: new Date().toISOString(),
-        request_id: newRequestId(),
-        tool: name,
+      traceOf(call, {
         store_id: null,
         status: "error",
         error: `unknown_tool: no tool named ${name}`,
-        duration_ms: 0,
-        args: args ?? {},
-      },
-      traceFields,
+      }),
+      call.traceFields,
     );
     throw new ProtocolError(
       ProtocolErrorCode.InvalidParams,
       `Unknown tool: ${name}. Available: ${[...TOOLS_BY_NAME.keys()].join(", ")}`,
     );
   }
-  const requestId = newRequestId();
-  const started = performance.now();
-  const ts = new Date().toISOString();
   // Registered until the call returns, so a stop waits for it (and audits an abandoned write);
   // it is the call's recorder, to know whether the call already wrote its audit line.
   const inflight = new InflightCall(
-    requestId,
-    name,
+    call,
     tool.listing.annotations.readOnlyHint === false,
-    args,
     deps.recorder,
-    traceFields,
-    ts,
-    started,
   );
   inflightCalls.begin(inflight);
   /** The call's trace line: one per call, and one more for an asked call settled unanswered. */
   const traceAs = (storeId: string | null, error: string | null, asking = false): void =>
     deps.recorder.trace(
-      {
-        ts,
-        request_id: requestId,
-        tool: name,
+      traceOf(call, {
         store_id: storeId,
         status: asking ? "input_required" : error === null ? "ok" : "error",
         error,
-        duration_ms: Math.round((performance.now() - started) * 100) / 100,
-        args: args ?? {},
-      },
-      traceFields,
+      }),
+      call.traceFields,
     );
   let result: CallToolResult | InputRequiredResult;
   let storeId: string | null;
@@ -113,12 +94,9 @@ export async function callTool(
       limiter: deps.limiter,
       signer: deps.signer,
       requireConfirmation: deps.requireConfirmation,
-      requestId,
-      signal,
+      call,
       rounds,
-      onSend: () => inflight.markSent(),
-      caller,
-      traceFields,
+      onSend: (order) => inflight.markSent(order),
     };
     const outcome = await tool.call(args, ctx);
     storeId = outcome.storeId;
@@ -132,19 +110,12 @@ export async function callTool(
       asking = true;
       result = thrown.result;
       onUnanswered?.(async () => {
-        const settled = failedCall(
-          await thrown.unanswered(),
-          requestId,
-          name,
-          tool,
-          args,
-          traceFields,
-        );
+        const settled = failedCall(await thrown.unanswered(), call, tool);
         traceAs(settled.storeId, settled.error);
         return settled.result;
       });
     } else {
-      ({ result, storeId, error } = failedCall(thrown, requestId, name, tool, args, traceFields));
+      ({ result, storeId, error } = failedCall(thrown, call, tool));
     }
   }
   inflightCalls.end(inflight);
@@ -155,22 +126,24 @@ export async function callTool(
 /** A failed call as the model reads it: a safe message, a next step, never a stack. */
 function failedCall(
   thrown: unknown,
-  requestId: string,
-  name: string,
+  call: CallRecord,
   tool: { storeIdOfRaw(raw: unknown): string | null },
-  args: unknown,
-  traceFields: TraceFields,
 ): { result: CallToolResult; storeId: string | null; error: string } {
-  const toolError = toToolError(thrown, requestId);
+  const toolError = toToolError(thrown, call.requestId);
   if (toolError.type === "internal") {
     opsLog.error(
       // The cause survives a tool's own conversion (the write converts to audit it).
-      { err: toolError.cause ?? thrown, request_id: requestId, tool: name, ...traceFields },
+      {
+        err: toolError.cause ?? thrown,
+        request_id: call.requestId,
+        tool: call.tool,
+        ...call.traceFields,
+      },
       "tool call failed unexpectedly",
     );
   }
   return {
-    storeId: tool.storeIdOfRaw(args),
+    storeId: tool.storeIdOfRaw(call.args),
     error: `${toolError.type}: ${toolError.message}`,
     result: {
       content: [{ type: "text", text: `${toolError.message} Next step: ${toolError.nextStep}` }],

@@ -1,7 +1,7 @@
 import { ResourceNotFoundError, type Server } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { directoryOf } from "../tools/common.js";
-import type { ServerDeps } from "../tools/define.js";
+import type { Deps } from "../tools/define.js";
 import { LIST_PARAMS } from "./list-params.js";
 import { onRequest } from "./protocol-error.js";
 
@@ -24,7 +24,7 @@ export const RESOURCE_TEMPLATE_LIST = { resourceTemplates: [] };
  * resources/read, for both protocol eras: the live store directory, or the SDK's resource-not-found
  * error (-32602 with the uri, as the SDK v2 answers it in every revision).
  */
-export async function readResource(deps: ServerDeps, uri: string) {
+export async function readResource(deps: Deps, uri: string) {
   if (uri !== STORES_URI) {
     throw new ResourceNotFoundError(uri, `Unknown resource ${uri}. Available: ${STORES_URI}`);
   }
@@ -36,7 +36,7 @@ export async function readResource(deps: ServerDeps, uri: string) {
 }
 
 /** The store directory as an MCP resource, read live from StoreLink's directory (no key needed). */
-export function registerResources(server: Server, deps: ServerDeps): void {
+export function registerResources(server: Server, deps: Deps): void {
   onRequest(server, "resources/list", LIST_PARAMS, () => RESOURCE_LIST);
   // No templates, but declaring `resources` promises this method: Inspector, the SDK v2 client
   // and the Python SDK call it and report -32601 as a failure.

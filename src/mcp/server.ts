@@ -9,9 +9,8 @@ import {
   type Transport,
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { defaultDeps } from "../deps.js";
-import type { TraceFields } from "../logging/trace-context.js";
-import type { ComposedDeps, Rounds, ServerDeps } from "../tools/define.js";
+import type { CallOrigin } from "../logging/call-record.js";
+import type { Deps, Rounds } from "../tools/define.js";
 import { CALL_SEQUENCE, TOOL_COUNT } from "../tools/names.js";
 import { callTool, TOOL_LIST } from "./call-tool.js";
 import { LIST_PARAMS } from "./list-params.js";
@@ -56,10 +55,7 @@ const CONFIRMATION_TIMEOUT_MS = 5 * 60_000;
 export type Era = "legacy" | "modern";
 
 /** Who a server instance serves, as the entry that built it established. */
-export interface Caller {
-  /** Binds confirmation state and keys the rate limit: the HTTP identity, or the stdio connection. */
-  caller: string;
-  traceFields: TraceFields;
+export interface Caller extends CallOrigin {
   era: Era;
   /**
    * Whether a 2025 client that declared form elicitation can be asked (the SDK's legacy shim sends
@@ -70,7 +66,7 @@ export interface Caller {
   asks2025: boolean;
 }
 
-/** The caller of a bare `createServer()`: one 2025 client on a transport of its own (stdio). */
+/** The caller of a server built without one: one 2025 client on a transport of its own (stdio). */
 export const DIRECT_CALLER: Caller = {
   caller: "stdio",
   traceFields: {},
@@ -90,13 +86,8 @@ function declaresForm(capabilities: ClientCapabilities | undefined): boolean {
  * buyer cannot be asked: confirmation is off, or this client declared no form elicitation (a
  * 2026-07-28 client in its request's envelope, a 2025 one in its `initialize`).
  */
-function roundsOf(
-  deps: ComposedDeps,
-  who: Caller,
-  server: Server,
-  ctx: ServerContext,
-): Rounds | undefined {
-  if (deps.confirmWrites === false) return undefined;
+function roundsOf(deps: Deps, who: Caller, server: Server, ctx: ServerContext): Rounds | undefined {
+  if (!deps.confirmWrites) return undefined;
   if (who.era === "modern") {
     const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
     if (!declaresForm(envelope?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities)) return;
@@ -156,11 +147,7 @@ class KorralServer extends Server {
  * per stdio connection (`stdio.ts`). Cheap: the listings, schemas and dependencies are built
  * once per process; this only registers handlers.
  */
-export function createServer(
-  overrides: Partial<ServerDeps> = {},
-  who: Caller = DIRECT_CALLER,
-): Server {
-  const deps = defaultDeps(overrides);
+export function createServer(deps: Deps, who: Caller = DIRECT_CALLER): Server {
   const server = new KorralServer(SERVER_INFO, {
     capabilities: CAPABILITIES,
     instructions: INSTRUCTIONS,
@@ -172,11 +159,9 @@ export function createServer(
     const id = ctx.mcpReq.id;
     // A second round of the legacy shim: its outcome is the call's own, audited by the tool.
     server.unanswered.delete(id);
-    return callTool(deps, params.name, params.arguments, {
+    return callTool(deps, params.name, params.arguments, who, {
       signal: ctx.mcpReq.signal,
       rounds: roundsOf(deps, who, server, ctx),
-      caller: who.caller,
-      traceFields: who.traceFields,
       // A 2025 buyer asked by the shim: if no second round comes, the answer (or the abort of a
       // cancelled call) settles the write as not confirmed.
       ...(who.era === "legacy" && {

@@ -1,5 +1,13 @@
 import type { ToolError } from "../errors.js";
-import type { AuditOutcome, AuditRecord, Confirmer } from "../logging/records.js";
+import { type CallRecord, callFieldsOf } from "../logging/call-record.js";
+import type {
+  AuditOutcome,
+  AuditRecord,
+  CallFields,
+  Confirmer,
+  IntentRecord,
+  OrderFields,
+} from "../logging/records.js";
 
 /**
  * The one place an audit record is built and its outcome decided: one builder per kind of line
@@ -7,14 +15,6 @@ import type { AuditOutcome, AuditRecord, Confirmer } from "../logging/records.js
  * by the write tool, lifecycle/inflight.ts and lifecycle/recovery.ts; none of them names an
  * outcome. What the line looks like on disk is logging/format.ts; what it records is this module.
  */
-
-/** The audited fields of a write, read from arguments that may not have been validated. */
-export interface OrderFields {
-  store_id: string | null;
-  sku: string | null;
-  quantity: number | null;
-  reason: string | null;
-}
 
 /**
  * An id from arguments that failed validation, for the trace and audit of the refusal: text as
@@ -80,11 +80,10 @@ interface AuditExtras {
   confirmed?: Confirmer;
 }
 
-/** One audit record, stamped now. */
+/** One audit record, stamped now: the order, the call's own fields, the outcome. */
 function auditRecord(
   outcome: AuditOutcome,
-  fields: OrderFields,
-  requestId: string,
+  fields: OrderFields & CallFields,
   { orderId = null, detail, confirmed }: AuditExtras = {},
 ): AuditRecord {
   return {
@@ -92,47 +91,58 @@ function auditRecord(
     outcome,
     order_id: orderId,
     ...fields,
-    request_id: requestId,
     ...(detail === undefined ? {} : { detail }),
     ...(confirmed === undefined ? {} : { confirmed }),
   };
 }
 
+/** The order of `call` and the call's own fields, as every line of it says them. */
+const of = (call: CallRecord, fields: OrderFields): OrderFields & CallFields => ({
+  ...fields,
+  ...callFieldsOf(call),
+});
+
 /** A write StoreLink answered: a new order, or the original one for a retry (never a second CREATED). */
 export const submittedWrite = (
+  call: CallRecord,
   fields: OrderFields,
-  requestId: string,
   orderId: string,
   replayed: boolean,
   confirmed: Confirmer,
-) => auditRecord(replayed ? "REPLAYED" : "CREATED", fields, requestId, { orderId, confirmed });
+) => auditRecord(replayed ? "REPLAYED" : "CREATED", of(call, fields), { orderId, confirmed });
 
 /** A dry run that passed every check: nothing was submitted. */
-export const previewedWrite = (fields: OrderFields, requestId: string) =>
-  auditRecord("PREVIEW", fields, requestId);
+export const previewedWrite = (call: CallRecord, fields: OrderFields) =>
+  auditRecord("PREVIEW", of(call, fields));
 
 /** Arguments refused before the write ran (validation, the rate limit): nothing was sent. */
-export const refusedWrite = (fields: OrderFields, requestId: string, error: ToolError) =>
-  auditRecord("REJECTED", fields, requestId, { detail: error.message });
+export const refusedWrite = (call: CallRecord, error: ToolError) =>
+  auditRecord("REJECTED", of(call, orderFieldsOf(call.args)), { detail: error.message });
 
 /** A write that failed at `stage`: REJECTED or UNCERTAIN by `failedOutcome`. */
 export const failedWrite = (
+  call: CallRecord,
   fields: OrderFields,
-  requestId: string,
   error: ToolError,
   stage: Stage,
   dryRun: boolean,
 ) =>
-  auditRecord(failedOutcome(error, stage), fields, requestId, {
+  auditRecord(failedOutcome(error, stage), of(call, fields), {
     detail: dryRun ? `dry_run: ${error.message}` : error.message,
   });
 
 /** A write abandoned at the end of the shutdown grace: UNCERTAIN once sent, else REJECTED. */
-export const abandonedWrite = (fields: OrderFields, requestId: string, sent: boolean) =>
-  auditRecord(sent ? "UNCERTAIN" : "REJECTED", fields, requestId, {
+export const abandonedWrite = (call: CallRecord, fields: OrderFields, sent: boolean) =>
+  auditRecord(sent ? "UNCERTAIN" : "REJECTED", of(call, fields), {
     detail: sent ? ABANDONED_DETAIL : ABANDONED_UNSENT_DETAIL,
   });
 
-/** A write a killed process had sent without recording its outcome (`sentAt`: its intent). */
-export const killedWrite = (fields: OrderFields, requestId: string, sentAt: string) =>
-  auditRecord("UNCERTAIN", fields, requestId, { detail: `${KILLED_DETAIL} (sent at ${sentAt})` });
+/** The intent a write leaves as it is handed to StoreLink: the order as sent, and the call. */
+export const intentOf = (call: CallRecord, fields: OrderFields): IntentRecord => ({
+  ts: new Date().toISOString(),
+  ...of(call, fields),
+});
+
+/** A write a killed process had sent without recording its outcome: its intent, as recovered. */
+export const killedWrite = ({ ts: sentAt, ...fields }: IntentRecord) =>
+  auditRecord("UNCERTAIN", fields, { detail: `${KILLED_DETAIL} (sent at ${sentAt})` });

@@ -223,19 +223,3 @@ export function limitsUnavailable(): ToolError {
     true,
   );
 }
-
-/** For the write itself: a slot under the cap, if there is one (see `OrderCap.hold`). */
-export const holdSlot = (
-  cap: OrderCap | undefined,
-  store: Store,
-  item: Sku,
-  idempotencyKey: string | undefined,
-): Promise<Reservation> => cap?.hold(store, item, idempotencyKey) ?? Promise.resolve(NO_OP);
-
-/** For a preview and round 1 (see `OrderCap.refuseIfFull`). */
-export const refuseIfFull = async (
-  cap: OrderCap | undefined,
-  store: Store,
-  item: Sku,
-  idempotencyKey: string | undefined,
-): Promise<void> => cap?.refuseIfFull(store, item, idempotencyKey);

@@ -94,8 +94,13 @@ export class SharedCallLimiter implements CallLimiter {
   }
 }
 
+const ALLOWED = Promise.resolve(null);
+
+/** The backstop switched off: every call is allowed. */
+export const NO_LIMIT: CallLimiter = { take: () => ALLOWED };
+
 /** The configured backstop: `KORRAL_RATE_LIMIT_PER_MIN`, where 0 means none. */
-export function limiterFor(perMinute: number, shared?: SharedStore): CallLimiter | undefined {
-  if (!(perMinute > 0)) return undefined;
+export function limiterFor(perMinute: number, shared?: SharedStore): CallLimiter {
+  if (!(perMinute > 0)) return NO_LIMIT;
   return shared ? new SharedCallLimiter(perMinute, shared) : new MemoryCallLimiter(perMinute);
 }

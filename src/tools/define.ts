@@ -2,8 +2,8 @@ import type { InputRequiredResult, ToolAnnotations } from "@modelcontextprotocol
 import { z } from "zod";
 import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
-import type { CallRecorder } from "../logging/records.js";
-import type { TraceFields } from "../logging/trace-context.js";
+import type { CallRecord } from "../logging/call-record.js";
+import type { CallRecorder, OrderFields } from "../logging/records.js";
 import { rawIdText } from "../policy/audit.js";
 import type { OrderCap } from "../policy/order-cap.js";
 import type { CallLimiter } from "../policy/rate-limit.js";
@@ -11,25 +11,26 @@ import type { StateSigner } from "../policy/request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
 import type { ToolName } from "./names.js";
 
-/** What every tool handler may use. Built once per process and shared by all calls. */
-export interface ServerDeps {
+/**
+ * What every tool handler may use: built once per process by the composition root (deps.ts, from
+ * the entries or the test harness) and shared by all calls. Every part is present: a switched-off
+ * limit is one that never limits (NO_LIMIT, a cap of 0), never a missing one.
+ */
+export interface Deps {
   storelink: StoreLinkClient;
   keys: StoreKeyProvider;
   recorder: CallRecorder;
-  /** The loop guard on writes (per process, or the fleet's). Create it once per process. */
-  orderCap?: OrderCap;
-  /** Ask the buyer to confirm each order when the client can elicit (default on). */
-  confirmWrites?: boolean;
-  /** The per-caller tool-call backstop (callTool checks it); absent means no limit. */
-  limiter?: CallLimiter;
+  /** The loop guard on writes (per process, or the fleet's). */
+  orderCap: OrderCap;
+  /** Ask the buyer to confirm each order when the client can elicit. */
+  confirmWrites: boolean;
+  /** The per-caller tool-call backstop (checked before each tool runs). */
+  limiter: CallLimiter;
   /** Signs the 2026-07-28 confirmation state (one per process, or shared by a fleet's key). */
-  signer?: StateSigner;
+  signer: StateSigner;
   /** Refuse a write the buyer cannot be asked to confirm, instead of writing `confirmed=agent`. */
-  requireConfirmation?: boolean;
+  requireConfirmation: boolean;
 }
-
-/** The dependencies as defaultDeps (deps.ts) returns them: the signer always there. */
-export type ComposedDeps = ServerDeps & { signer: StateSigner };
 
 /**
  * A request from a client that declared form elicitation: the buyer is asked by answering
@@ -57,18 +58,16 @@ export class AskBuyer {
   ) {}
 }
 
-/** Per-call context: the shared dependencies plus this call's identity. */
-export interface ToolContext extends ServerDeps {
-  requestId: string;
-  signal: AbortSignal;
+/** Per-call context: the shared dependencies plus the record of this call. */
+export interface ToolContext extends Deps {
+  call: CallRecord;
   /** Present only when the client declared form elicitation and confirmation is on. */
-  rounds?: Rounds;
-  /** Called as the write is handed to StoreLink: an abandoned write is uncertain from then on. */
-  onSend?: () => void;
-  /** Who is calling, for the per-caller rate limit (see http/caller.ts). */
-  caller: string;
-  /** The HTTP request's Cloud Trace fields ({} over stdio), for log lines made on its behalf. */
-  traceFields: TraceFields;
+  rounds: Rounds | undefined;
+  /**
+   * Called with the order as it is handed to StoreLink: an abandoned write is uncertain from then
+   * on, and its intent is journalled.
+   */
+  onSend(order: OrderFields): void;
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
@@ -85,7 +84,7 @@ export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
   storeIdOf(args: z.infer<I>): string | null;
   handler(args: z.infer<I>, ctx: ToolContext): Promise<z.infer<O>>;
   /** Called when arguments fail validation, before the error is returned (the write audits it). */
-  onRefused?(raw: unknown, error: ToolError, ctx: ToolContext): Promise<void>;
+  onRefused?(error: ToolError, ctx: ToolContext): Promise<void>;
 }
 
 /** The JSON a client sees in tools/list. */
@@ -160,10 +159,10 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
     async call(raw, ctx) {
       // Refusals before the handler runs go through one hook, so the write audits each of them.
       const refuse = async (error: ToolError): Promise<ToolError> => {
-        await spec.onRefused?.(raw, error, ctx);
+        await spec.onRefused?.(error, ctx);
         return error;
       };
-      const limited = await ctx.limiter?.take(ctx.caller);
+      const limited = await ctx.limiter.take(ctx.call.caller);
       if (limited) throw await refuse(rateLimited(limited.retryAfterSeconds));
       const parsed = spec.input.safeParse(raw ?? {});
       if (!parsed.success) {

@@ -101,7 +101,7 @@ export const getStockPosition = defineTool({
           return {
             status: "error",
             store_id: storeId,
-            error: toToolError(error, ctx.requestId).toBody(),
+            error: toToolError(error, ctx.call.requestId).toBody(),
           };
         }
       }),

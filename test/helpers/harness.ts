@@ -7,14 +7,20 @@ import {
   ElicitRequestSchema,
   type ElicitResult,
 } from "@modelcontextprotocol/sdk/types.js";
+import { composeDeps } from "../../src/deps.js";
 import { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreKeyProvider } from "../../src/keys/provider.js";
-import type { AuditRecord, CallRecorder, TraceRecord } from "../../src/logging/records.js";
+import type {
+  AuditRecord,
+  CallRecorder,
+  IntentRecord,
+  TraceRecord,
+} from "../../src/logging/records.js";
 import { createServer } from "../../src/mcp/server.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 
 /** A key provider over a mutable map, counting lookups; the seam the spec names. */
 export class MapKeyProvider implements StoreKeyProvider {
@@ -37,11 +43,15 @@ export class MemoryRecorder implements CallRecorder {
   async audit(record: AuditRecord): Promise<void> {
     this.audits.push(record);
   }
+  readonly intents: IntentRecord[] = [];
+  intend(intent: IntentRecord): void {
+    this.intents.push(intent);
+  }
 }
 
 export interface Harness {
   client: Client;
-  deps: ServerDeps;
+  deps: Deps;
   recorder: MemoryRecorder;
   call(name: string, args: unknown): Promise<CallToolResult>;
   close(): Promise<void>;
@@ -56,11 +66,11 @@ export interface ClientOptions {
 
 /** The real SDK Client over InMemoryTransport against createServer(): the protocol is exercised. */
 export async function connect(
-  overrides: Partial<ServerDeps> = {},
+  overrides: Partial<Deps> = {},
   options: ClientOptions = {},
 ): Promise<Harness> {
   const recorder = new MemoryRecorder();
-  const deps: ServerDeps = {
+  const deps = composeDeps({
     ...overrides,
     storelink: overrides.storelink ?? new InMemoryStoreLink(),
     keys: overrides.keys ?? new MapKeyProvider(),
@@ -68,7 +78,7 @@ export async function connect(
     // The loop guard is off unless a test passes one: tests that place many orders for the same
     // store and SKU are not about it. test/protocol/write-safety.test.ts covers it.
     orderCap: overrides.orderCap ?? new OrderCap({ perHour: 0 }),
-  };
+  });
   const server = createServer(deps);
   const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
   const client = new Client(

@@ -1,12 +1,12 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 
 const app = () =>
-  createApp(defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
+  createApp(composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
 
 const post = (target: ReturnType<typeof app>, body: unknown) =>
   request(target)

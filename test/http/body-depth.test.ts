@@ -1,5 +1,6 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { JSON_BODY_LIMIT, MAX_BODY_DEPTH } from "../../src/http/body-refusals.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -14,7 +15,7 @@ import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 const storelink = new ScriptedStoreLink();
 const recorder = new MemoryRecorder();
-const app = createApp({ storelink, keys: new MapKeyProvider(), recorder });
+const app = createApp(composeDeps({ storelink, keys: new MapKeyProvider(), recorder }));
 
 const post = (body: string) => request(app).post("/mcp").set(MCP_HEADERS).send(body);
 

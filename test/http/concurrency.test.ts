@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { SEED_SKUS } from "../../src/storelink/seed.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -14,7 +14,7 @@ let server: Listening;
 
 beforeAll(async () => {
   server = await listen(
-    createApp(defaultDeps({ storelink, keys: new MapKeyProvider(), recorder })),
+    createApp(composeDeps({ storelink, keys: new MapKeyProvider(), recorder })),
   );
 });
 afterAll(() => server.close());

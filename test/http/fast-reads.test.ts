@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { fastReadOf } from "../../src/http/fast-reads.js";
 import type { Era } from "../../src/mcp/server.js";
@@ -24,12 +25,12 @@ function app(fast: boolean) {
   return {
     recorder,
     app: createApp(
-      {
+      composeDeps({
         storelink: new InMemoryStoreLink(),
         keys,
         recorder,
         orderCap: new OrderCap({ perHour: 0 }),
-      },
+      }),
       { fastReads: fast },
     ),
   };

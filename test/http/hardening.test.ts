@@ -1,13 +1,13 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { allowedHostsFor, createApp } from "../../src/http/app.js";
 import { LOOPBACK_HOSTS } from "../../src/http/host-patterns.js";
 import { TOOL_NAMES } from "../../src/tools/names.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 // As serve() builds it on Cloud Run with KORRAL_ALLOWED_HOSTS and KORRAL_ALLOWED_ORIGINS set.
-const app = createApp(defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }), {
+const app = createApp(composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }), {
   allowedHosts: allowedHostsFor({
     host: "0.0.0.0",
     allowedHosts: ["korral-storelink-abc123-ew.a.run.app"],

@@ -1,7 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { allowedHostsFor, createApp } from "../../src/http/app.js";
 import { hostAllowedBy, hostPatternProblem } from "../../src/http/host-patterns.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -119,7 +119,7 @@ describe("KORRAL_ALLOWED_HOSTS validation", () => {
 
 describe("a tagged Cloud Run preview through the app", () => {
   const app = createApp(
-    defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }),
+    composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }),
     {
       allowedHosts: allowedHostsFor(
         loadConfig({ HOST: "0.0.0.0", KORRAL_ALLOWED_HOSTS: SERVICE_HOSTS.join(",") }),

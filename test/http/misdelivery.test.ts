@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -27,7 +27,7 @@ let server: Listening;
 beforeAll(async () => {
   server = await listen(
     createApp(
-      defaultDeps({
+      composeDeps({
         storelink,
         keys: new MapKeyProvider(),
         recorder,

@@ -2,13 +2,13 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { TOOL_NAMES } from "../../src/tools/names.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { type Listening, listen } from "../helpers/listen.js";
 
-const app = createApp(defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
+const app = createApp(composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
 const post = (body: unknown, headers: Record<string, string> = {}) =>
   request(app)
     .post("/mcp")

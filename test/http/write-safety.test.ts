@@ -1,6 +1,6 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -22,7 +22,7 @@ describe("write safety over stateless HTTP", () => {
   it("never elicits, even for a client that declared it, and keeps today's behaviour", async () => {
     const recorder = new MemoryRecorder();
     const app = createApp(
-      defaultDeps({ keys: new MapKeyProvider(), recorder, confirmWrites: true }),
+      composeDeps({ keys: new MapKeyProvider(), recorder, confirmWrites: true }),
     );
     const init = await rpc(app, 1, "initialize", {
       protocolVersion: "2025-06-18",
@@ -44,7 +44,7 @@ describe("write safety over stateless HTTP", () => {
   it("never asks in one POST either: an initialize batched with the write is refused whole", async () => {
     const recorder = new MemoryRecorder();
     const app = createApp(
-      defaultDeps({ keys: new MapKeyProvider(), recorder, confirmWrites: true }),
+      composeDeps({ keys: new MapKeyProvider(), recorder, confirmWrites: true }),
     );
     const res = await request(app)
       .post("/mcp")
@@ -73,7 +73,7 @@ describe("write safety over stateless HTTP", () => {
   it("under KORRAL_REQUIRE_CONFIRMATION, a 2025 client that declared elicitation is refused with words true of it", async () => {
     const recorder = new MemoryRecorder();
     const app = createApp(
-      defaultDeps({ keys: new MapKeyProvider(), recorder, requireConfirmation: true }),
+      composeDeps({ keys: new MapKeyProvider(), recorder, requireConfirmation: true }),
     );
     await rpc(app, 1, "initialize", {
       protocolVersion: "2025-06-18",
@@ -92,7 +92,7 @@ describe("write safety over stateless HTTP", () => {
   it("dedupes and caps across requests, because both live in process-wide dependencies", async () => {
     const recorder = new MemoryRecorder();
     const app = createApp(
-      defaultDeps({
+      composeDeps({
         keys: new MapKeyProvider(),
         recorder,
         orderCap: new OrderCap({ perHour: 2 }),
@@ -119,7 +119,7 @@ describe("write safety over stateless HTTP", () => {
 
   it("offers the dry_run preview a stateless client needs", async () => {
     const recorder = new MemoryRecorder();
-    const app = createApp(defaultDeps({ keys: new MapKeyProvider(), recorder }));
+    const app = createApp(composeDeps({ keys: new MapKeyProvider(), recorder }));
     const res = await order(app, 1, { ...HERO, dry_run: true });
     expect(res.body.result.structuredContent).toMatchObject({
       mode: "preview",

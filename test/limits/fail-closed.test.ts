@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import type { RedisLimits } from "../../src/limits/redis.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
@@ -57,7 +58,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store unreachable", () => {
   it("refuses the 2025 write, both 2026-07-28 rounds and a preview unsent; reads go on; resumes when Redis is back", async () => {
     const log = captureOpsLog();
     try {
-      const app = createApp(deps());
+      const app = createApp(composeDeps(deps()));
       const h = await connect(deps());
       // Round 1 while the store answers, so its state can be answered while it does not.
       const state = await roundOne(app);

@@ -1,6 +1,6 @@
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import type { RedisLimits } from "../../src/limits/redis.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
@@ -51,7 +51,7 @@ describe.runIf(REDIS_AVAILABLE)("the rate limit's keys", () => {
 
   it("are of one fixed length whatever identity a caller's token claims: a long identity costs the store no more", async () => {
     const app = createApp(
-      defaultDeps({
+      composeDeps({
         keys: new MapKeyProvider(),
         recorder: new MemoryRecorder(),
         limiter: limiterFor(600, limits),

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { sharedLimitsFor } from "../../src/limits/index.js";
 import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js";
 import {
@@ -256,7 +256,7 @@ describe("the process's shared limits store", () => {
   it("is refused, not silently per process, when KORRAL_REDIS_URL is set but no store was opened", () => {
     const config = loadConfig({ KORRAL_REDIS_URL: "redis://:pw-never-shown@127.0.0.1:1" });
     expect(() => sharedLimitsFor(config)).toThrow(ConfigError);
-    expect(() => defaultDeps({ keys: new MapKeyProvider() }, config)).toThrow(
+    expect(() => composeDeps({ keys: new MapKeyProvider() }, config)).toThrow(
       /KORRAL_REDIS_URL is set but the limits store was not opened/,
     );
     try {

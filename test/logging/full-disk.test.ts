@@ -100,7 +100,7 @@ describe.runIf(canMount())("a full disk", () => {
     expect(await recorder.startJournal()).toBeUndefined();
     const journal = recorder.journalPath() as string;
     const fields = { store_id: "47", sku: "8847291", quantity: 24, reason: long("because") };
-    recorder.intend?.("req_1", fields);
+    recorder.intend({ ...fields, request_id: "req_1", ts: new Date().toISOString() });
     disk.fill();
     const created: AuditRecord = {
       ts: new Date().toISOString(),

@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { createOpsLogger } from "../../src/logging/ops.js";
 import { createRecorder } from "../../src/logging/recorder.js";
@@ -20,11 +21,13 @@ function appWithStructuredLines() {
     files: false,
     structured: (l) => lines.push(l),
   });
-  const app = createApp({
-    storelink: new InMemoryStoreLink(),
-    keys: new MapKeyProvider(),
-    recorder,
-  });
+  const app = createApp(
+    composeDeps({
+      storelink: new InMemoryStoreLink(),
+      keys: new MapKeyProvider(),
+      recorder,
+    }),
+  );
   return { app, lines };
 }
 

@@ -48,6 +48,11 @@ async function dir(): Promise<string> {
 }
 
 const FIELDS = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
+const intentOf = (requestId: string, fields: typeof FIELDS) => ({
+  ...fields,
+  request_id: requestId,
+  ts: new Date().toISOString(),
+});
 const intent = (id: string) =>
   JSON.stringify({ intent: id, ts: "2026-12-01T08:00:00.000Z", ...FIELDS });
 const name = (hex: string) => `intents-${hex.padEnd(16, "0").slice(0, 16)}.jsonl`;
@@ -58,7 +63,7 @@ function recorder(d: string, options: { cannotLock?: boolean } = {}) {
   const reported = new Set<string>();
   const run = () =>
     recoverIntents(d, {
-      recover: async (_fields, requestId) => {
+      recover: async ({ request_id: requestId }) => {
         recovered.push(requestId);
         return true;
       },
@@ -81,7 +86,7 @@ describe("which journals are recovered", () => {
     const d = await dir();
     const writer = new IntentJournal(d, () => {});
     expect(await writer.start()).toBeUndefined();
-    writer.begin("req_live", FIELDS);
+    writer.begin(intentOf("req_live", FIELDS));
     const path = writer.path as string;
     const r = recorder(d);
     // A writer paused for an hour, and one whose clock runs a minute ahead.
@@ -99,6 +104,25 @@ describe("which journals are recovered", () => {
     expect(readdirSync(d)).toEqual([]);
   });
 
+  it("an intent comes back from a dead writer's journal exactly as it was begun, every field", async () => {
+    const d = await dir();
+    const writer = new IntentJournal(d, () => {});
+    expect(await writer.start()).toBeUndefined();
+    const begun = intentOf("req_whole", FIELDS);
+    writer.begin(begun);
+    writer.close();
+    const back: unknown[] = [];
+    await recoverIntents(d, {
+      recover: async (recovered) => {
+        back.push(recovered);
+        return true;
+      },
+      outcomes: async () => new Set(),
+      notice: () => {},
+    });
+    expect(back).toEqual([begun]);
+  });
+
   it("a journal nobody holds is recovered at once, however recently it was written", async () => {
     const d = await dir();
     writeFileSync(join(d, name("0123456789abcdef")), `${intent("req_a")}\n`);
@@ -113,7 +137,7 @@ describe("which journals are recovered", () => {
     const b = new IntentJournal(d, () => {});
     await Promise.all([a.start(), b.start()]);
     expect(a.path).not.toBe(b.path);
-    a.begin("req_inflight", FIELDS);
+    a.begin(intentOf("req_inflight", FIELDS));
     expect(await recorder(d).run()).toBe(0);
     a.end("req_inflight");
     a.close();
@@ -135,7 +159,7 @@ describe("which journals are recovered", () => {
   it("a journal written without a lock is never recovered, only reported", async () => {
     const d = await dir();
     const unlocked = new IntentJournal(d, () => {});
-    unlocked.begin("req_u", FIELDS); // never started: it could not lock
+    unlocked.begin(intentOf("req_u", FIELDS)); // never started: it could not lock
     const path = unlocked.path as string;
     expect(path).toMatch(/\.unlocked\.jsonl$/);
     const r = recorder(d);
@@ -240,7 +264,7 @@ describe("recovery loses nothing", () => {
     let calls = 0;
     await expect(
       recoverIntents(d, {
-        recover: async (_f, id) => {
+        recover: async ({ request_id: id }) => {
           if (++calls === 2) throw new Error("killed");
           written.push(id);
           writeFileSync(join(d, "audit.log"), ` UNCERTAIN - store=47 req=${id} reason="x"\n`, {
@@ -289,7 +313,7 @@ describe("recovery is bounded", () => {
     await writer.start();
     const reason = "x".repeat(20_000);
     for (let i = 0; i < 100; i++) {
-      writer.begin(`req_${i}`, { ...FIELDS, reason });
+      writer.begin(intentOf(`req_${i}`, { ...FIELDS, reason }));
       writer.end(`req_${i}`);
     }
     const size = readFileSync(writer.path as string).length;

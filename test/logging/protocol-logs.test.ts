@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import type { TraceRecord } from "../../src/logging/records.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 import { connect, errorOf, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
@@ -27,7 +27,7 @@ function recorderIn(logDir: string): Recorder {
   });
 }
 
-async function session(recorder: Recorder, overrides: Partial<ServerDeps> = {}) {
+async function session(recorder: Recorder, overrides: Partial<Deps> = {}) {
   return connect({ ...overrides, recorder });
 }
 

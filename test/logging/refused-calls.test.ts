@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import { FAILED_LIMITS } from "../../src/logging/redact.js";
 import { MemoryCallLimiter } from "../../src/policy/rate-limit.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 import { connect, errorOf, HERO_REASON } from "../helpers/harness.js";
 
 /**
@@ -30,7 +30,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const session = (overrides: Partial<ServerDeps> = {}) => connect({ ...overrides, recorder });
+const session = (overrides: Partial<Deps> = {}) => connect({ ...overrides, recorder });
 
 /** Every line written, per log, once the recorder has drained. */
 async function allLines(): Promise<Record<"audit" | "trace" | "stdout", string[]>> {

@@ -49,7 +49,7 @@ const NEVER: Record<string, string[]> = {
 
 describe("src/ layers", () => {
   it("reads the imports of every module", () => {
-    expect(graph.get("mcp/server.ts")).toContain("deps.ts");
+    expect(graph.get("http.ts")).toContain("deps.ts");
     expect(files.length).toBeGreaterThan(40);
     expect(NEVER.config).toEqual(expect.arrayContaining(["http", "logging", "errors"]));
   });
@@ -66,6 +66,15 @@ describe("src/ layers", () => {
       .flatMap(([file, imports]) =>
         imports.filter((t) => NEVER[layer]?.includes(layerOf(t))).map((t) => `${file} -> ${t}`),
       );
+    expect(wrong).toEqual([]);
+  });
+
+  it("only the entries compose the dependencies: the factory and the app take a complete Deps", () => {
+    const wrong = [...graph].flatMap(([file, imports]) =>
+      imports
+        .filter((t) => t === "deps.ts" && !ENTRIES.map((name) => `${name}.ts`).includes(file))
+        .map((t) => `${file} -> ${t}`),
+    );
     expect(wrong).toEqual([]);
   });
 

@@ -1,6 +1,6 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { replenishmentCheckText } from "../../src/mcp/prompts.js";
 import { INSTRUCTIONS } from "../../src/mcp/server.js";
@@ -45,7 +45,7 @@ describe("the tool set, declared once", () => {
 describe("what the model sees", () => {
   it("tools/list on the wire matches the reviewed snapshot (update it with vitest -u)", async () => {
     const app = createApp(
-      defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }),
+      composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }),
     );
     const res = await request(app)
       .post("/mcp")

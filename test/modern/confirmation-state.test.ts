@@ -1,10 +1,11 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { modernWrite as call, envelope, ORDER, roundOne, YES } from "../helpers/modern-write.js";
 import { MCP_HEADERS, MODERN_VERSION } from "../helpers/rpc.js";
@@ -13,20 +14,18 @@ const KEY_A = "a-shared-request-state-key-of-32-bytes!";
 const KEY_B = "another-request-state-key-of-32-bytes!!";
 
 /** One replica: its own app over a StoreLink that may be shared with other replicas. */
-function replica(
-  storelink: InMemoryStoreLink,
-  key: string | undefined,
-  extra: Partial<ServerDeps> = {},
-) {
+function replica(storelink: InMemoryStoreLink, key: string | undefined, extra: Partial<Deps> = {}) {
   const recorder = new MemoryRecorder();
-  const app = createApp({
-    storelink,
-    keys: new MapKeyProvider(),
-    recorder,
-    orderCap: new OrderCap({ perHour: 0 }),
-    signer: stateSigner(key),
-    ...extra,
-  });
+  const app = createApp(
+    composeDeps({
+      storelink,
+      keys: new MapKeyProvider(),
+      recorder,
+      orderCap: new OrderCap({ perHour: 0 }),
+      signer: stateSigner(key),
+      ...extra,
+    }),
+  );
   return { app, recorder };
 }
 

@@ -1,10 +1,11 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterEach, describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { stateSigner } from "../../src/policy/request-state.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 import { TOOL_NAMES } from "../../src/tools/names.js";
 import { HERO_REASON, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 import { type Listening, listen } from "../helpers/listen.js";
@@ -15,17 +16,17 @@ afterEach(async () => {
   open = [];
 });
 
-async function service(overrides: Partial<ServerDeps> = {}) {
+async function service(overrides: Partial<Deps> = {}) {
   const recorder = new MemoryRecorder();
   const storelink = new InMemoryStoreLink();
-  const deps: ServerDeps = {
+  const deps = composeDeps({
     storelink,
     keys: new MapKeyProvider(),
     recorder,
     orderCap: new OrderCap({ perHour: 0 }),
     signer: stateSigner(undefined),
     ...overrides,
-  };
+  });
   const listening = await listen(createApp(deps));
   open.push(listening);
   return { ...listening, recorder, storelink, deps };

@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import fc from "fast-check";
 import request from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { createApp } from "../../src/http/app.js";
 import { MAX_BODY_DEPTH } from "../../src/http/body-refusals.js";
@@ -30,11 +31,13 @@ const recorder = new MemoryRecorder();
 
 beforeAll(async () => {
   storelink = new ScriptedStoreLink();
-  const app = createApp({
-    storelink,
-    keys: new MapKeyProvider(),
-    recorder,
-  });
+  const app = createApp(
+    composeDeps({
+      storelink,
+      keys: new MapKeyProvider(),
+      recorder,
+    }),
+  );
   server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, "127.0.0.1", () => resolve(s));
   });

@@ -1,6 +1,7 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -55,11 +56,13 @@ const META = modernMeta();
 
 describe("2026-07-28 over HTTP: malformed params", () => {
   const recorder = new MemoryRecorder();
-  const app = createApp({
-    storelink: new InMemoryStoreLink(),
-    keys: new MapKeyProvider(),
-    recorder,
-  });
+  const app = createApp(
+    composeDeps({
+      storelink: new InMemoryStoreLink(),
+      keys: new MapKeyProvider(),
+      recorder,
+    }),
+  );
   const post = (method: string, params: Record<string, unknown>) =>
     request(app)
       .post("/mcp")

@@ -1,7 +1,7 @@
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
@@ -220,7 +220,7 @@ const validWrite = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_
 
 describe("over HTTP, numbers arrive as JSON numbers", () => {
   it("a raw tools/call with numeric ids is answered like the string form", async () => {
-    const app = createApp(defaultDeps({ keys: new MapKeyProvider() }));
+    const app = createApp(composeDeps({ keys: new MapKeyProvider() }));
     const res = await request(app)
       .post("/mcp")
       .set(MCP_HEADERS)

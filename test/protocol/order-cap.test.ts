@@ -1,12 +1,12 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import type { StoreKeyProvider } from "../../src/keys/provider.js";
 import type { OrderRequest } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
 import { captureOpsLog } from "../helpers/ops-log.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
@@ -45,9 +45,9 @@ afterEach(async () => {
 });
 
 /** The cap as the server wires it from the default configuration (3 an hour, 10 min window). */
-async function start(overrides: Partial<ServerDeps> = {}) {
+async function start(overrides: Partial<Deps> = {}) {
   const storelink = new ScriptedStoreLink(new NeverFolds());
-  const { orderCap } = defaultDeps({ storelink, keys: new MapKeyProvider() }, loadConfig({}));
+  const { orderCap } = composeDeps({ storelink, keys: new MapKeyProvider() }, loadConfig({}));
   const h = await connect({ storelink, orderCap, ...overrides });
   open.push(h);
   return { h, storelink };
@@ -157,7 +157,7 @@ describe("a retry after an unknown outcome, at the cap", () => {
   it("gets the order that landed; a new order is refused without claiming nothing was submitted", async () => {
     // A StoreLink that keeps the key contract, whose answer to the third order is lost.
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink({ dedupeWindowMs: 0 }));
-    const { orderCap } = defaultDeps({ storelink, keys: new MapKeyProvider() }, loadConfig({}));
+    const { orderCap } = composeDeps({ storelink, keys: new MapKeyProvider() }, loadConfig({}));
     const h = await connect({ storelink, orderCap });
     open.push(h);
     const order = (quantity: number, key: string) =>

@@ -1,7 +1,7 @@
 import { CallToolResultSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import request from "supertest";
 import { afterEach, describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { TOOL_NAMES } from "../../src/tools/names.js";
 import { connect, type Harness, MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -14,7 +14,7 @@ import { MCP_HEADERS } from "../helpers/rpc.js";
  */
 
 const app = () =>
-  createApp(defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
+  createApp(composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }));
 
 const rpc = async (method: string, params: Record<string, unknown>) => {
   const res = await request(app())

@@ -8,7 +8,7 @@ import type { ApiKey } from "../../src/keys/api-key.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { type OrderRequest, StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import type { ServerDeps } from "../../src/tools/define.js";
+import type { Deps } from "../../src/tools/define.js";
 import {
   type ClientOptions,
   connect,
@@ -35,7 +35,7 @@ const ok = (result: CallToolResult): Submitted => {
 };
 
 let open: Harness[] = [];
-async function start(deps: Partial<ServerDeps> = {}, options: ClientOptions = {}) {
+async function start(deps: Partial<Deps> = {}, options: ClientOptions = {}) {
   const h = await connect(deps, options);
   open.push(h);
   return h;

@@ -1,6 +1,6 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { LOOPBACK_HOSTS } from "../../src/http/host-patterns.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
@@ -8,7 +8,7 @@ import { initialize, MCP_HEADERS } from "../helpers/rpc.js";
 
 /** A page on evil.example.com that rebinds its name to 127.0.0.1 must not reach the tools. */
 const app = (options: Parameters<typeof createApp>[1]) =>
-  createApp(defaultDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }), options);
+  createApp(composeDeps({ keys: new MapKeyProvider(), recorder: new MemoryRecorder() }), options);
 
 describe("DNS-rebinding protection", () => {
   it("with loopback hosts enforced, a foreign Host is refused with 403 and a JSON-RPC body", async () => {

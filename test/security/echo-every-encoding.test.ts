@@ -4,10 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
+import { NO_LIMIT } from "../../src/policy/rate-limit.js";
 import { stateSigner } from "../../src/policy/request-state.js";
 import type {
   CreatedOrder,
@@ -312,7 +314,7 @@ describe("a StoreLink echoing the key in every encoding, in every text field of 
         keys: new MapKeyProvider({ "47": KEY }),
         recorder,
         // Some two thousand calls: the per-caller backstop is not what this test is about.
-        limiter: undefined,
+        limiter: NO_LIMIT,
       });
       return { call: (name, args) => h.call(name, args), close: () => h.close() };
     });
@@ -322,14 +324,16 @@ describe("a StoreLink echoing the key in every encoding, in every text field of 
   it("2026-07-28: no form of the key in any result, trace, audit line, ops line or stderr", async () => {
     const run = await runEra("2026", ONE_PLACE, async (storelink, recorder) => {
       const listening = await listen(
-        createApp({
-          storelink,
-          keys: new MapKeyProvider({ "47": KEY }),
-          recorder,
-          limiter: undefined,
-          orderCap: new OrderCap({ perHour: 0 }),
-          signer: stateSigner(undefined),
-        }),
+        createApp(
+          composeDeps({
+            storelink,
+            keys: new MapKeyProvider({ "47": KEY }),
+            recorder,
+            limiter: NO_LIMIT,
+            orderCap: new OrderCap({ perHour: 0 }),
+            signer: stateSigner(undefined),
+          }),
+        ),
       );
       const client = new Client(
         { name: "echo-test", version: "1" },

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import type { ApiKey } from "../../src/keys/api-key.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
@@ -65,13 +66,15 @@ describe("a StoreLink that echoes the key in an order's reason", () => {
 
   it("2026-07-28: round 2's result carries no key", async () => {
     const recorder = new MemoryRecorder();
-    const app = createApp({
-      storelink: new EchoingStoreLink(),
-      keys: new MapKeyProvider(),
-      recorder,
-      orderCap: new OrderCap({ perHour: 0 }),
-      signer: stateSigner(undefined),
-    });
+    const app = createApp(
+      composeDeps({
+        storelink: new EchoingStoreLink(),
+        keys: new MapKeyProvider(),
+        recorder,
+        orderCap: new OrderCap({ perHour: 0 }),
+        signer: stateSigner(undefined),
+      }),
+    );
     const state = await roundOne(app);
     const placed = await modernWrite(app, { args: ORDER, state, answer: YES });
     expect(placed.isError).toBeFalsy();

@@ -1,5 +1,6 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
+import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { stateSigner } from "../../src/policy/request-state.js";
@@ -29,13 +30,15 @@ const { stdio } = undoAfterEach();
 function app() {
   const storelink = new ScriptedStoreLink();
   const recorder = new MemoryRecorder();
-  const served = createApp({
-    storelink,
-    keys: new MapKeyProvider(),
-    recorder,
-    orderCap: new OrderCap({ perHour: 0 }),
-    signer: stateSigner(undefined),
-  });
+  const served = createApp(
+    composeDeps({
+      storelink,
+      keys: new MapKeyProvider(),
+      recorder,
+      orderCap: new OrderCap({ perHour: 0 }),
+      signer: stateSigner(undefined),
+    }),
+  );
   return { served, storelink, recorder };
 }
 

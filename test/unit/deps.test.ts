@@ -6,8 +6,9 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { Server } from "@modelcontextprotocol/server";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { createServer } from "../../src/mcp/server.js";
+import { NO_LIMIT } from "../../src/policy/rate-limit.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { FakeSecretManager } from "../helpers/fake-secret-manager.js";
 
@@ -34,7 +35,7 @@ function stubKeyFile(): void {
   vi.stubEnv("KORRAL_KEYS_FILE", file);
 }
 
-describe("defaultDeps, the composition root", () => {
+describe("composeDeps, the composition root", () => {
   it("reads store keys from Secret Manager when KORRAL_KEY_SOURCE says so", async () => {
     const secrets = new FakeSecretManager();
     const name = "projects/korral-test/secrets/storelink-key-47/versions/latest";
@@ -44,7 +45,7 @@ describe("defaultDeps, the composition root", () => {
       GOOGLE_CLOUD_PROJECT: "korral-test",
       KORRAL_KEYS_FILE: "/nowhere/keys.json",
     });
-    const c = await client(createServer(defaultDeps({}, config, { secretClient: secrets })));
+    const c = await client(createServer(composeDeps({}, config, { secretClient: secrets })));
     const result = await readStock(c);
     expect(result.isError).toBeFalsy();
     expect(result.structuredContent).toMatchObject({
@@ -62,7 +63,7 @@ describe("defaultDeps, the composition root", () => {
     const failing = Promise.reject(
       new Error("Could not load the default credentials from 169.254.169.254"),
     );
-    const c = await client(createServer(defaultDeps({}, config, { secretClient: failing })));
+    const c = await client(createServer(composeDeps({}, config, { secretClient: failing })));
     for (let attempt = 0; attempt < 2; attempt++) {
       const result = await c.callTool({
         name: "get_stock_position",
@@ -75,29 +76,29 @@ describe("defaultDeps, the composition root", () => {
     }
   });
 
-  it("a bare createServer() takes the environment's rate limit, as the entries do", async () => {
+  it("composed without a config, the deps take the environment's rate limit, as the entries do", async () => {
     stubKeyFile();
     vi.stubEnv("KORRAL_RATE_LIMIT_PER_MIN", "1");
-    const c = await client(createServer());
+    const c = await client(createServer(composeDeps()));
     expect((await readStock(c)).isError).toBeFalsy();
     const limited = await readStock(c);
     expect(limited.isError).toBe(true);
     expect(limited.structuredContent).toMatchObject({ error: { type: "rate_limited" } });
   });
 
-  it("a bare createServer() takes the environment's key file", async () => {
+  it("composed without a config, the deps take the environment's key file", async () => {
     vi.stubEnv("KORRAL_KEYS_FILE", "/nowhere/keys.json");
-    const c = await client(createServer());
+    const c = await client(createServer(composeDeps()));
     const result = await readStock(c);
     expect(result.structuredContent).toMatchObject({
       stores: [{ status: "error", store_id: "47" }],
     });
   });
 
-  it("an explicit limiter: undefined means none, whatever the environment says", async () => {
+  it("a given limiter that never limits (NO_LIMIT) wins, whatever the environment says", async () => {
     stubKeyFile();
     vi.stubEnv("KORRAL_RATE_LIMIT_PER_MIN", "1");
-    const c = await client(createServer({ limiter: undefined }));
+    const c = await client(createServer(composeDeps({ limiter: NO_LIMIT })));
     for (let i = 0; i < 3; i++) expect((await readStock(c)).isError).toBeFalsy();
   });
 });

@@ -1,10 +1,10 @@
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { ERROR_TYPES } from "../../src/errors.js";
 import { createApp } from "../../src/http/app.js";
-import { limiterFor, MemoryCallLimiter } from "../../src/policy/rate-limit.js";
+import { limiterFor, MemoryCallLimiter, NO_LIMIT } from "../../src/policy/rate-limit.js";
 import {
   connect,
   errorOf,
@@ -32,8 +32,9 @@ describe("MemoryCallLimiter", () => {
     expect(await limiter.take("b")).toBeNull();
   });
 
-  it("is off at 0 and configured from KORRAL_RATE_LIMIT_PER_MIN", () => {
-    expect(limiterFor(0)).toBeUndefined();
+  it("is off at 0 and configured from KORRAL_RATE_LIMIT_PER_MIN", async () => {
+    expect(limiterFor(0)).toBe(NO_LIMIT);
+    for (let i = 0; i < 1000; i++) expect(await NO_LIMIT.take("a")).toBeNull();
     expect(limiterFor(600)).toBeInstanceOf(MemoryCallLimiter);
     expect(() => new MemoryCallLimiter(0)).toThrow(RangeError);
     expect(loadConfig({}).rateLimitPerMin).toBe(600);
@@ -91,7 +92,7 @@ describe("rate limit through the protocol", () => {
 
 describe("rate limit over HTTP", () => {
   const app = createApp(
-    defaultDeps({
+    composeDeps({
       keys: new MapKeyProvider(),
       recorder: new MemoryRecorder(),
       limiter: new MemoryCallLimiter(1),

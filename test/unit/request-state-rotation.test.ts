@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { stateSigner } from "../../src/policy/request-state.js";
 import { MapKeyProvider } from "../helpers/harness.js";
 
@@ -46,7 +46,7 @@ describe("request-state key rotation", () => {
       KORRAL_REQUEST_STATE_KEY: NEW,
       KORRAL_REQUEST_STATE_KEY_PREVIOUS: OLD,
     });
-    const deps = defaultDeps({ keys: new MapKeyProvider() }, config);
+    const deps = composeDeps({ keys: new MapKeyProvider() }, config);
     const wire = await stateSigner(OLD).mint(STATE, "caller-a");
     await expect(deps.signer.verify(wire)).resolves.toMatchObject(STATE);
   });

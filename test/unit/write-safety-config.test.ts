@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
-import { defaultDeps } from "../../src/deps.js";
+import { composeDeps } from "../../src/deps.js";
 import { MapKeyProvider } from "../helpers/harness.js";
 
 describe("write-safety configuration", () => {
@@ -36,12 +36,12 @@ describe("write-safety configuration", () => {
     expect(() => loadConfig({ [name]: value })).toThrow(name);
   });
 
-  it("defaultDeps builds the guards from the environment", () => {
+  it("composeDeps builds the guards from the environment", () => {
     const saved = { ...process.env };
     try {
       process.env.KORRAL_ORDER_CAP_PER_HOUR = "7";
       process.env.KORRAL_ELICIT_CONFIRMATION = "off";
-      const deps = defaultDeps({ keys: new MapKeyProvider() });
+      const deps = composeDeps({ keys: new MapKeyProvider() });
       expect(deps.orderCap?.perHour).toBe(7);
       expect(deps.confirmWrites).toBe(false);
     } finally {

@@ -130,7 +130,7 @@ export async function askBuyer(
   const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
     { nonce: newNonce(), args: orderDigest(args) },
-    ctx.caller,
+    ctx.call.caller,
   );
   throw new AskBuyer(
     inputRequired({
@@ -180,7 +180,7 @@ export async function confirmedByState(
         : "is not valid (altered, or signed by another server)",
     );
   }
-  if (!rounds.signer.isCaller(state, ctx.caller)) {
+  if (!rounds.signer.isCaller(state, ctx.call.caller)) {
     throw badState("was issued to another caller");
   }
   if (state.args !== orderDigest(args)) {

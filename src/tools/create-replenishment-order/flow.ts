@@ -9,7 +9,6 @@ import {
   type Stage,
   submittedWrite,
 } from "../../policy/audit.js";
-import { holdSlot } from "../../policy/order-cap.js";
 import { checkedCreate } from "../../storelink/contract.js";
 import { catalogueItem, storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
@@ -18,12 +17,8 @@ import { amount, preview } from "./preview.js";
 import type { OrderInput, OrderOutput } from "./schema.js";
 
 /** Arguments that failed validation (or the rate limit): audited REJECTED, nothing sent. */
-export async function auditRefusal(
-  raw: unknown,
-  error: ToolError,
-  ctx: ToolContext,
-): Promise<void> {
-  await ctx.recorder.audit(refusedWrite(orderFieldsOf(raw), ctx.requestId, error), ctx.traceFields);
+export async function auditRefusal(error: ToolError, ctx: ToolContext): Promise<void> {
+  await ctx.recorder.audit(refusedWrite(ctx.call, error), ctx.call.traceFields);
 }
 
 /**
@@ -31,12 +26,8 @@ export async function auditRefusal(
  * agent's word), a slot under the cap, the send, and exactly one audit line for whatever happened.
  */
 export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<OrderOutput> {
-  const auditArgs = {
-    store_id: args.store_id,
-    sku: args.sku,
-    quantity: args.quantity,
-    reason: args.reason,
-  };
+  // The order as every line about it says it (the catalogue returns the very SKU asked for).
+  const order = orderFieldsOf(args);
   let stage: Stage = "checking";
   try {
     const [directory, item] = await Promise.all([
@@ -53,8 +44,8 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     if (rounds && rounds.state === undefined) {
       await askBuyer(args, ctx, rounds, store, item, (error) =>
         ctx.recorder.audit(
-          failedWrite(auditArgs, ctx.requestId, error, "checking", false),
-          ctx.traceFields,
+          failedWrite(ctx.call, order, error, "checking", false),
+          ctx.call.traceFields,
         ),
       );
     }
@@ -68,7 +59,7 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     }
 
     // Every create holds a slot; a retry joins the one its idempotency key holds.
-    const slot = await holdSlot(ctx.orderCap, store, item, idempotencyKey);
+    const slot = await ctx.orderCap.hold(store, item, idempotencyKey);
 
     let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
     try {
@@ -81,37 +72,37 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       };
       created = await withStoreKey(ctx.keys, args.store_id, async (key) => {
         stage = "sent";
-        ctx.onSend?.();
+        ctx.onSend(order);
         // From the answer only the receipt (order id, status, time) on its contract shape; the
         // rest is what was sent. Off the contract, the write is uncertain (it was sent).
         return checkedCreate(await ctx.storelink.createOrder(request, key), request);
       });
     } catch (error) {
       // An order that may have landed counts against the cap; a refusal does not.
-      await slot.failed(mayHaveLanded(toToolError(error, ctx.requestId), stage));
+      await slot.failed(mayHaveLanded(toToolError(error, ctx.call.requestId), stage));
       throw error;
     }
-    const { order, replayed } = created;
+    const { order: receipt, replayed } = created;
     await slot.answered(replayed);
 
     // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
     // A replay is recorded as REPLAYED against the original order, never a second CREATED.
     await ctx.recorder.audit(
-      submittedWrite(auditArgs, ctx.requestId, order.order_id, replayed, confirmed),
-      ctx.traceFields,
+      submittedWrite(ctx.call, order, receipt.order_id, replayed, confirmed),
+      ctx.call.traceFields,
     );
     // Store, SKU, quantity and reason are the ones sent (checkedCreate); StoreLink's own text
     // reaches neither the answer nor the confirmation.
     const what = `${amount(args.quantity, item)} for ${store.name} (store ${store.store_id})`;
     return {
       mode: "submitted",
-      order_id: order.order_id,
-      status: order.status,
-      created_at: order.created_at,
+      order_id: receipt.order_id,
+      status: receipt.status,
+      created_at: receipt.created_at,
       replayed,
       confirmation: replayed
-        ? `Replenishment order ${order.order_id} was already submitted at ${order.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${args.reason}`
-        : `Replenishment order ${order.order_id} submitted: ${what}. Reason: ${args.reason}`,
+        ? `Replenishment order ${receipt.order_id} was already submitted at ${receipt.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${args.reason}`
+        : `Replenishment order ${receipt.order_id} submitted: ${what}. Reason: ${args.reason}`,
       store_id: args.store_id,
       store_name: store.name,
       sku: item.sku,
@@ -122,10 +113,10 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
   } catch (error) {
     // Asking is not an outcome: round 2 (or the buyer's silence) writes the audit line.
     if (error instanceof AskBuyer) throw error;
-    const toolError = toToolError(error, ctx.requestId);
+    const toolError = toToolError(error, ctx.call.requestId);
     await ctx.recorder.audit(
-      failedWrite(auditArgs, ctx.requestId, toolError, stage, args.dry_run === true),
-      ctx.traceFields,
+      failedWrite(ctx.call, order, toolError, stage, args.dry_run === true),
+      ctx.call.traceFields,
     );
     throw toolError;
   }

@@ -1,6 +1,5 @@
 import { withStoreKey } from "../../auth.js";
-import { previewedWrite } from "../../policy/audit.js";
-import { refuseIfFull } from "../../policy/order-cap.js";
+import { orderFieldsOf, previewedWrite } from "../../policy/audit.js";
 import type { Sku, StockReading, Store } from "../../storelink/client.js";
 import { checkedStock } from "../../storelink/contract.js";
 import type { ToolContext } from "../define.js";
@@ -47,7 +46,7 @@ export async function readStockUnderCap(
   item: Sku,
 ): Promise<StockReading> {
   const stock = await readStock(args, ctx, item);
-  await refuseIfFull(ctx.orderCap, store, item, args.idempotency_key);
+  await ctx.orderCap.refuseIfFull(store, item, args.idempotency_key);
   return stock;
 }
 
@@ -60,11 +59,7 @@ export async function preview(
 ): Promise<OrderOutput> {
   const stock = await readStockUnderCap(args, ctx, store, item);
   const { gap, reading } = gapOf(stock.on_hand, stock.units_sold_last_24h);
-  const { store_id, quantity, reason } = args;
-  await ctx.recorder.audit(
-    previewedWrite({ store_id, sku: item.sku, quantity, reason }, ctx.requestId),
-    ctx.traceFields,
-  );
+  await ctx.recorder.audit(previewedWrite(ctx.call, orderFieldsOf(args)), ctx.call.traceFields);
   return {
     mode: "preview",
     confirmation: `Preview only, nothing submitted: would order ${amount(args.quantity, item)} for ${store.name} (store ${store.store_id}). Live stock: ${describeStock(stock)}. Reason: ${args.reason}`,

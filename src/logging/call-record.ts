@@ -1,0 +1,64 @@
+import type { CallFields, TraceRecord } from "./records.js";
+import type { TraceFields } from "./trace-context.js";
+
+/** Who is calling, as the transport established it. */
+export interface CallOrigin {
+  /** Keys the rate limit and binds confirmation state: the HTTP identity, or the stdio connection. */
+  readonly caller: string;
+  /** The HTTP request's Cloud Trace fields ({} over stdio), for every line made on its behalf. */
+  readonly traceFields: TraceFields;
+}
+
+/**
+ * The record of one tool call, built once where the call enters (mcp/call-tool.ts) and handed as
+ * it is to the in-flight registry, the tool's context and every audit builder: what a line needs
+ * to say about the call comes from here, never from arguments passed alongside.
+ */
+export interface CallRecord extends CallOrigin {
+  readonly requestId: string;
+  readonly tool: string;
+  /** The arguments as the client sent them (unvalidated). */
+  readonly args: unknown;
+  readonly signal: AbortSignal;
+  /** When the call began, as its trace line says. */
+  readonly ts: string;
+  /** performance.now() at the start, for its duration. */
+  readonly started: number;
+}
+
+export function callRecord(
+  origin: CallOrigin,
+  requestId: string,
+  tool: string,
+  args: unknown,
+  signal: AbortSignal,
+): CallRecord {
+  return {
+    caller: origin.caller,
+    traceFields: origin.traceFields,
+    requestId,
+    tool,
+    args,
+    signal,
+    ts: new Date().toISOString(),
+    started: performance.now(),
+  };
+}
+
+/** What every line says of the call: the one place these fields are taken from the record. */
+export const callFieldsOf = (call: CallRecord): CallFields => ({ request_id: call.requestId });
+
+/** The call's trace line, with its outcome; its duration runs to now. */
+export function traceOf(
+  call: CallRecord,
+  outcome: Pick<TraceRecord, "store_id" | "status" | "error">,
+): TraceRecord {
+  return {
+    ts: call.ts,
+    ...callFieldsOf(call),
+    tool: call.tool,
+    ...outcome,
+    duration_ms: Math.round((performance.now() - call.started) * 100) / 100,
+    args: call.args ?? {},
+  };
+}
