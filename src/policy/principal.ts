@@ -10,6 +10,11 @@ import { hostname, userInfo } from "node:os";
  * `by=` field and as a policy key. E-mail addresses are lower-cased (IdPs differ in case; people
  * do not).
  */
+import { LABEL, LABEL_RULE } from "../config/principal-label.js";
+
+/** The label rule lives with the configuration, which refuses a bad KORRAL_PRINCIPAL at start. */
+export { LABEL_RULE, labelProblem } from "../config/principal-label.js";
+
 export const PRINCIPAL_KINDS = ["user", "svc", "client", "os", "local"] as const;
 export type PrincipalKind = (typeof PRINCIPAL_KINDS)[number];
 
@@ -23,11 +28,6 @@ export interface Principal {
 
 /** Longest principal id: the longest kind, `os:` with a 64-character login and a host name. */
 export const PRINCIPAL_MAX_LENGTH = 3 + 64 + 1 + 253;
-
-/** The rule for a KORRAL_PRINCIPAL label, in words (for configuration errors). */
-export const LABEL_RULE =
-  "1 to 64 characters of letters, digits, . _ @ + and -, starting with a letter or digit";
-const LABEL = /^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$/;
 
 const EMAIL_LOCAL = /^[a-z0-9._%+-]{1,64}$/;
 const DOMAIN_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -152,11 +152,6 @@ function cleanHost(host: string): string {
  */
 export function osPrincipal(login: string, host: string): Principal {
   return make("os", `${cleanLogin(login)}@${cleanHost(host)}`, false);
-}
-
-/** Why `label` cannot be a KORRAL_PRINCIPAL, or undefined (the check config.ts runs). */
-export function labelProblem(label: string): string | undefined {
-  return LABEL.test(label) ? undefined : `must be ${LABEL_RULE} (it becomes local:<label>)`;
 }
 
 /**
