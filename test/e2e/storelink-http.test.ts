@@ -80,7 +80,7 @@ describe("two MCP HTTP processes over one StoreLink emulator", () => {
     expect(errorOf(write).type).toBe("storelink_unavailable");
 
     for (const child of [a, b]) {
-      expect(child.proc.exitCode).toBeNull();
+      expect(child.child.exitCode).toBeNull();
       expect((await fetch(new URL("/healthz", child.url))).status).toBe(200);
     }
   });
@@ -114,7 +114,7 @@ describe("a connection cut after the POST reached the emulator", () => {
       order_id: "RPL-47-001",
     });
     expect(read.structuredContent).toMatchObject({ order_id: "RPL-47-001" });
-    expect(mcp.proc.exitCode).toBeNull();
+    expect(mcp.child.exitCode).toBeNull();
   });
 
   it("audits UNCERTAIN, and a resend comes back as the landed order (REPLAYED), not a second truck", async () => {
