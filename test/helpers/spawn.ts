@@ -50,8 +50,9 @@ function guarded(command: string, args: readonly string[]): [string, string[]] {
   if (!PARENT_DEATH_KILL) return [command, [...args]];
   // A credential change clears the signal: a setpriv that changes them is given it itself (it
   // sets it after its change).
-  if (command === SETPRIV || command === "setpriv")
+  if (command === SETPRIV || command === "setpriv") {
     return [command, ["--pdeathsig", "KILL", ...args]];
+  }
   return [SETPRIV, ["--pdeathsig", "KILL", "--", command, ...args]];
 }
 

@@ -127,7 +127,7 @@ describe("a process its test did not stop is killed when the test ends", () => {
 describe.runIf(PARENT_DEATH_KILL)("a worker that dies takes its processes with it", () => {
   it("a hung start and a listening server, their worker killed by SIGKILL", async () => {
     const worker = spawnProcess(process.execPath, ["--import", "tsx", WORKER], { cwd: ROOT });
-    const [, line] = await worker.ready(/^(\{"pids".*)$/m);
+    const [, line] = await worker.ready(/^(\{"pids".*)$/m, 60_000);
     const { pids } = JSON.parse(line as string) as { pids: number[] };
     expect(pids.filter(running)).toEqual(pids);
     try {
@@ -137,7 +137,7 @@ describe.runIf(PARENT_DEATH_KILL)("a worker that dies takes its processes with i
     } finally {
       for (const pid of pids.filter(running)) process.kill(pid, "SIGKILL");
     }
-  });
+  }, 90_000);
 });
 
 describe("every process a test starts goes through test/helpers/spawn.ts", () => {
