@@ -229,7 +229,7 @@ beforeAll(async () => {
     KORRAL_LIMITS: "per-instance",
     NODE_OPTIONS: `--require=${probe}`,
   });
-  await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+  await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
 });
 
 afterAll(async () => {

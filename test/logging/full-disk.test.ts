@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LineFile } from "../../src/logging/line-file.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditRecord } from "../../src/logging/records.js";
+import { runSyncOk } from "../helpers/spawn.js";
 
 /**
  * A full disk, for real: a small tmpfs mounted for the test and filled up. A line is on disk whole
@@ -18,8 +18,8 @@ function canMount(): boolean {
   if (process.getuid?.() !== 0) return false;
   const probe = mkdtempSync(join(tmpdir(), "korral-mount-probe-"));
   try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], { stdio: "ignore" });
-    execFileSync("umount", [probe], { stdio: "ignore" });
+    runSyncOk("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], { stdio: "ignore" });
+    runSyncOk("umount", [probe], { stdio: "ignore" });
     return true;
   } catch {
     return false;
@@ -32,7 +32,7 @@ const mounts: string[] = [];
 afterEach(() => {
   for (const dir of mounts.splice(0)) {
     try {
-      execFileSync("umount", ["-l", dir], { stdio: "ignore" });
+      runSyncOk("umount", ["-l", dir], { stdio: "ignore" });
     } catch {}
     rmSync(dir, { recursive: true, force: true });
   }
@@ -41,7 +41,7 @@ afterEach(() => {
 /** A 256 kB file system of its own, and a way to fill it to the last byte and empty it again. */
 function smallDisk() {
   const dir = mkdtempSync(join(tmpdir(), "korral-full-disk-"));
-  execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", dir]);
+  runSyncOk("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", dir]);
   mounts.push(dir);
   const filler = join(dir, "filler");
   return {

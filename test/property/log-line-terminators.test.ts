@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +8,7 @@ import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditOutcome, AuditRecord, TraceRecord } from "../../src/logging/records.js";
 import { redact, redactText } from "../../src/logging/redact.js";
 import { connect, HERO_REASON } from "../helpers/harness.js";
+import { runSync } from "../helpers/spawn.js";
 
 /**
  * One record, one line, for every reader. A reader that splits on more than "\n" (Python's
@@ -231,7 +231,7 @@ describe("line terminators in any field", () => {
 
   // A real Python reads what the service wrote for a create call over the protocol whose reason
   // carries every terminator (the order is valid, so it is CREATED and synced).
-  const python = spawnSync("python3", ["-c", "print(1)"], { encoding: "utf8" });
+  const python = runSync("python3", ["-c", "print(1)"]);
   it.skipIf(python.status !== 0)("python3's splitlines() agrees: one line per record", async () => {
     const stdout: string[] = [];
     const recorder = createRecorder({ dir, structured: (line) => stdout.push(line) });
@@ -254,10 +254,10 @@ describe("line terminators in any field", () => {
     await recorder.close();
 
     const count = (text: string): number => {
-      const run = spawnSync(
+      const run = runSync(
         "python3",
         ["-c", "import sys; print(len(sys.stdin.buffer.read().decode('utf-8').splitlines()))"],
-        { input: text, encoding: "utf8" },
+        { input: text },
       );
       expect(run.status, run.stderr).toBe(0);
       return Number(run.stdout.trim());
