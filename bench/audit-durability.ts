@@ -18,6 +18,7 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const traceLine = formatTraceLine({
   ts: new Date().toISOString(),
   request_id: "req_9b0ab68b0000000000000000000000",
+  by: "user:alice@korral.example",
   tool: "get_stock_position",
   store_id: null,
   status: "ok",
@@ -33,6 +34,7 @@ const auditLine = formatAuditLine({
   sku: "8847291",
   quantity: 24,
   request_id: "req_9b0ab68b0000000000000000000000",
+  by: "user:alice@korral.example",
   reason: "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24.",
 });
 

@@ -2,263 +2,467 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import {
   AUTH_VALUES,
-  type AuthKind,
-  type AuthSettings,
+  authKinds,
   authProblems,
-  authSettings,
   authUrlProblem,
+  GOOGLE_CERTS_URL,
   isLoopbackUrl,
   SCOPE_MESSAGE,
   SCOPE_TOKEN,
-} from "./http/auth/settings.js";
-import { hostPatternProblem } from "./http/host-patterns.js";
+} from "./config/auth.js";
+import {
+  type ConfigOf,
+  commaList,
+  type Documented,
+  isOn,
+  onOff,
+  readConfig,
+  schemaOf,
+  variable,
+} from "./config/declare.js";
+import { hostPatternProblem } from "./config/host-patterns.js";
+import { labelProblem } from "./config/principal-label.js";
 
 export const DEFAULT_SECRET_NAME_PATTERN =
   "projects/{project}/secrets/storelink-key-{store}/versions/latest";
 
-/**
- * All configuration, read once from the environment and validated. A bad value stops startup
- * with a message naming the variable. Every variable is documented in README and DEPLOYMENT.md.
- */
-const commaList = z
+/** The longest shutdown grace Cloud Run leaves room for (see KORRAL_SHUTDOWN_GRACE_MS). */
+export const CLOUD_RUN_MAX_GRACE_MS = 9_000;
+
+/** At least 32 bytes: an HMAC key of the confirmation state. */
+const stateKey = z
   .string()
-  .default("")
-  .transform((value) =>
-    value
-      .split(",")
-      .map((item) => item.trim())
-      .filter((item) => item !== ""),
-  );
+  .refine((key) => Buffer.byteLength(key, "utf8") >= 32, "must be at least 32 bytes")
+  .optional();
 
-const schema = z.object({
-  // 0 asks the OS for a free port (tests); the listening line reports the real one.
-  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  /** 127.0.0.1 for local use; the container sets 0.0.0.0 (Cloud Run routes to it). */
-  HOST: z.string().min(1).default("127.0.0.1"),
-  KORRAL_KEYS_FILE: z
-    .string()
-    .min(1)
-    .default(fileURLToPath(new URL("../keys.json", import.meta.url))),
-  // Key source: file for local use, Secret Manager on Cloud Run.
-  KORRAL_KEY_SOURCE: z.enum(["file", "secret-manager"]).default("file"),
-  /**
-   * The project of the store secrets and of `logging.googleapis.com/trace` in HTTP-mode log lines.
-   * Cloud Run does not set it: the deploy command does.
-   */
-  GOOGLE_CLOUD_PROJECT: z
-    .string()
-    .regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, "must be a GCP project id")
-    .optional(),
-  KORRAL_SECRET_NAME_PATTERN: z
-    .string()
-    .regex(/\{store\}/, "must contain {store}")
-    .default(DEFAULT_SECRET_NAME_PATTERN),
-  /** 0 = re-read Secret Manager on every lookup (the spec's default). */
-  KORRAL_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(0),
-  KORRAL_KEY_DEADLINE_MS: z.coerce.number().int().min(100).max(30_000).default(3000),
-  KORRAL_LOG_DIR: z
-    .string()
-    .min(1)
-    .default(fileURLToPath(new URL("../log", import.meta.url))),
-  /** Minutes an identical key-less order is folded into the first (in-memory StoreLink only). */
-  KORRAL_DEDUPE_WINDOW_MIN: z.coerce.number().min(0).max(1440).default(10),
-  /** Orders per store+SKU per rolling hour (per fleet with KORRAL_REDIS_URL); 0 turns it off. */
-  KORRAL_ORDER_CAP_PER_HOUR: z.coerce.number().int().min(0).max(1000).default(3),
-  /** Ask the buyer to confirm each order when the client supports form elicitation. */
-  KORRAL_ELICIT_CONFIRMATION: z
-    .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
-    .default("on"),
-  /**
-   * `true`: a write the buyer cannot be asked to confirm (a client without form elicitation) is
-   * refused instead of written with `confirmed=agent`.
-   */
-  KORRAL_REQUIRE_CONFIRMATION: z
-    .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "true" or "false"' })
-    .default("false"),
-  /**
-   * The HMAC key of the 2026-07-28 confirmation state, at least 32 bytes; every replica of a
-   * service must share it. Unset: a random key per process (required on HTTP in production).
-   */
-  KORRAL_REQUEST_STATE_KEY: z
-    .string()
-    .refine((key) => Buffer.byteLength(key, "utf8") >= 32, "must be at least 32 bytes")
-    .optional(),
-  /**
-   * The key being rotated out: state it signed is still accepted (never signed with), so a roll
-   * of KORRAL_REQUEST_STATE_KEY refuses no buyer's answer. Remove it 5 minutes after the roll.
-   */
-  KORRAL_REQUEST_STATE_KEY_PREVIOUS: z
-    .string()
-    .refine((key) => Buffer.byteLength(key, "utf8") >= 32, "must be at least 32 bytes")
-    .optional(),
-  /**
-   * Extra Host names accepted on HTTP (e.g. the Cloud Run URL's host), exact or `*.domain` /
-   * `*---rest` patterns; see README. Too-broad patterns are refused here.
-   */
-  KORRAL_ALLOWED_HOSTS: commaList.superRefine((entries, ctx) => {
-    for (const entry of entries) {
-      const problem = hostPatternProblem(entry);
-      if (problem !== undefined) ctx.addIssue({ code: "custom", message: `"${entry}" ${problem}` });
-    }
+const WRITE_SAFETY = "docs/write-safety.md";
+
+/** A Secret Manager secret id, and a secret version's full resource name (KORRAL_POLICY_SECRET). */
+const SECRET_ID = /[A-Za-z0-9_-]{1,255}/;
+const SECRET_VERSION_NAME =
+  /projects\/[a-z0-9-]{1,30}\/secrets\/[A-Za-z0-9_-]{1,255}\/versions\/(?:latest|[1-9][0-9]{0,18})/;
+
+/**
+ * Every environment variable, declared once (see config/declare.ts): validation and default,
+ * where its value lands in `Config`, and its lines in docs/configuration.md, DEPLOYMENT.md and
+ * the pages that list it (`npm run texts` writes them). Read once at start; a bad value stops
+ * startup with a message naming the variable. Links in the texts are written from the project
+ * root.
+ */
+export const VARIABLES = {
+  PORT: variable({
+    schema: z.coerce.number().int().min(0).max(65535).default(8080),
+    to: ["port"],
+    doc: "HTTP port; `0` picks a free port and logs the bound one.",
+    cloudRun: "set by Cloud Run (8080)",
+    listedIn: ["README.md"],
   }),
-  /** Browser origins accepted on HTTP; requests without an Origin header are always accepted. */
-  KORRAL_ALLOWED_ORIGINS: commaList,
-  /**
-   * The shared limits store (Memorystore, on the Redis protocol): `redis://` or `rediss://`, the
-   * password (AUTH string) in the URL. Set: the order cap and the rate limit count across every
-   * replica that shares it. Never logged, never echoed in an error.
-   */
-  KORRAL_REDIS_URL: z
-    .string()
-    .superRefine((value, ctx) => {
-      const problem = redisUrlProblem(value);
-      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-    })
-    .optional(),
-  /** The deadline of each limits-store command: past it, writes are refused (fail closed). */
-  KORRAL_REDIS_TIMEOUT_MS: z.coerce.number().int().min(10).max(5_000).default(300),
-  /**
-   * How long a limits store not reached since start may stay so before the ops log's
-   * `limits store unreachable` line: Direct VPC egress can take up to a minute at an instance's
-   * start. A store lost after it answered, or refusing the certificate or the AUTH string, is
-   * said at once.
-   */
-  KORRAL_REDIS_ALERT_AFTER_MS: z.coerce.number().int().min(0).max(3_600_000).default(120_000),
-  /**
-   * `per-instance`: each process counts its own orders and calls, on purpose (one instance).
-   * Needed only on HTTP with NODE_ENV=production and no KORRAL_REDIS_URL.
-   */
-  KORRAL_LIMITS: z
-    .enum(["per-instance", "shared"], { error: 'must be "per-instance" or "shared" (or unset)' })
-    .optional(),
-  /** Tool calls per minute per caller (per fleet with KORRAL_REDIS_URL); 0 turns the backstop off. */
-  KORRAL_RATE_LIMIT_PER_MIN: z.coerce.number().int().min(0).max(1_000_000).default(600),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  /** trace.jsonl and audit.log on disk; "off" where the disk is not kept (Cloud Run). */
-  KORRAL_LOG_FILES: z
-    .enum(["on", "off", "true", "false", "1", "0"], { error: 'must be "on" or "off"' })
-    .default("on"),
-  /** Set: StoreLink is reached over HTTP at this base URL. Unset: the seeded in-memory stub. */
-  STORELINK_URL: z.url({ protocol: /^https?$/ }).optional(),
-  /**
-   * `desktop` (the MCP Bundle's setting): the StoreLink at STORELINK_URL, or the embedded demo
-   * when the buyer left it empty, whatever NODE_ENV the desktop's environment carries.
-   * `embedded`: run the seeded in-memory StoreLink on purpose. Needed only with
-   * NODE_ENV=production, where a missing STORELINK_URL is otherwise refused.
-   */
-  KORRAL_STORELINK: z
-    .enum(["embedded", "desktop"], { error: 'must be "embedded" or "desktop" (or unset)' })
-    .optional(),
-  /** `production` (the image sets it): a missing STORELINK_URL stops startup. */
-  NODE_ENV: z.string().optional(),
-  /**
-   * How long SIGTERM and the end of stdin wait for running requests and tool calls before the
-   * process exits 1, auditing writes still running as UNCERTAIN. Cloud Run SIGKILLs 10 s after
-   * SIGTERM, and up to a further second goes to flushing the logs: keep it at most 9000 there.
-   */
-  KORRAL_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(8_000),
-  /** Per-request deadline of the HTTP StoreLink client. */
-  STORELINK_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(5_000),
-  // HTTP authentication (src/http/auth/): who may call, verified. See docs/configuration.md.
-  /**
-   * `oauth`, `google`, `oauth,google` or `none`. Unset: `none` on a loopback HOST; any other
-   * listener refuses to start, and `none` is refused with NODE_ENV=production.
-   */
-  KORRAL_AUTH: z
-    .string()
-    .transform((value, ctx) => {
-      const kinds = [...new Set(value.split(",").map((kind) => kind.trim()))].sort();
-      const known = kinds.every((kind) => kind === "oauth" || kind === "google");
-      if (kinds.join() === "none") return [];
-      if (!known || kinds.length === 0) {
-        ctx.addIssue({ code: "custom", message: AUTH_VALUES });
-        return z.NEVER;
-      }
-      return kinds as AuthKind[];
-    })
-    .optional(),
-  /** The authorization server whose JWT access tokens are accepted (its `iss`, exactly). */
-  KORRAL_OAUTH_ISSUER: z
-    .string()
-    .superRefine((value, ctx) => {
-      const problem = authUrlProblem(value, "issuer");
-      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-    })
-    .optional(),
-  /** This server's canonical URL (RFC 8707 `resource`, the tokens' audience): `https://…/mcp`. */
-  KORRAL_OAUTH_RESOURCE: z
-    .string()
-    .superRefine((value, ctx) => {
-      const problem = authUrlProblem(value, "resource");
-      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-    })
-    .optional(),
-  /** Audiences accepted besides the resource (an IdP that names the API otherwise). */
-  KORRAL_OAUTH_AUDIENCES: commaList,
-  /** The scope every call needs, and the one the write needs (`scope` or `scp` claim). */
-  KORRAL_OAUTH_READ_SCOPE: z.string().regex(SCOPE_TOKEN, SCOPE_MESSAGE).default("storelink.read"),
-  KORRAL_OAUTH_ORDER_SCOPE: z.string().regex(SCOPE_TOKEN, SCOPE_MESSAGE).default("storelink.order"),
-  /** The access-token claim naming the person: `user:<value>` (an e-mail). */
-  KORRAL_OAUTH_PRINCIPAL_CLAIM: z
-    .string()
-    .regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be a claim name")
-    .default("email"),
-  /** The `aud` values a Google ID token may carry: the service's URLs. */
-  KORRAL_GOOGLE_AUDIENCES: commaList,
-  /**
-   * Tests only: where Google's signing keys are read (a loopback URL), instead of Google's own.
-   * Anything but a loopback http(s) URL is refused.
-   */
-  KORRAL_TEST_GOOGLE_CERTS_URL: z
-    .string()
-    .superRefine((value, ctx) => {
-      if (!isLoopbackUrl(value)) {
-        ctx.addIssue({ code: "custom", message: "tests only: must be an http(s) URL on loopback" });
-      }
-    })
-    .optional(),
-});
-
-export type Config = Readonly<{
-  port: number;
-  host: string;
-  keysFile: string;
-  keySource: "file" | "secret-manager";
-  secretManager: Readonly<{
-    project: string | undefined;
-    namePattern: string;
-    cacheSeconds: number;
-    deadlineMs: number;
-  }>;
-  logDir: string;
-  logLevel: z.infer<typeof schema>["LOG_LEVEL"];
-  logFiles: boolean;
-  googleCloudProject: string | undefined;
-  dedupeWindowMs: number;
-  orderCapPerHour: number;
-  elicitConfirmation: boolean;
-  requireConfirmation: boolean;
+  HOST: variable({
+    schema: z.string().min(1).default("127.0.0.1"),
+    to: ["host"],
+    doc: "HTTP bind address; the container sets `0.0.0.0`.",
+    cloudRun: "`0.0.0.0` (baked into the image)",
+    listedIn: ["README.md"],
+  }),
+  KORRAL_KEYS_FILE: variable({
+    schema: z
+      .string()
+      .min(1)
+      .default(fileURLToPath(new URL("../keys.json", import.meta.url))),
+    to: ["keysFile"],
+    doc: "The per-store key file of the `file` key source, re-read on every call.",
+    shownDefault: "<install>/keys.json",
+    cloudRun: "unused",
+    cloudRunNote: "the `file` source only",
+    listedIn: ["README.md"],
+  }),
+  KORRAL_KEY_SOURCE: variable({
+    schema: z.enum(["file", "secret-manager"]).default("file"),
+    to: ["keySource"],
+    doc: "Where per-store keys come from: `file` or `secret-manager` ([keys](docs/keys.md)).",
+    cloudRun: "`secret-manager`",
+    cloudRunNote: "the image default is `file`, for local runs",
+  }),
+  GOOGLE_CLOUD_PROJECT: variable({
+    schema: z
+      .string()
+      .regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, "must be a GCP project id")
+      .optional(),
+    to: ["googleCloudProject", "secretManager.project"],
+    doc: "GCP project id: of the store secrets (required with `secret-manager` when the pattern uses `{project}`) and of `logging.googleapis.com/trace` on HTTP-mode log lines. Cloud Run does not set it: the deploy command does.",
+    cloudRun: "your project id",
+    cloudRunNote: "required with `secret-manager`; also links log lines to request traces",
+    listedIn: ["docs/logging.md"],
+  }),
+  KORRAL_SECRET_NAME_PATTERN: variable({
+    schema: z
+      .string()
+      .regex(/\{store\}/, "must contain {store}")
+      .default(DEFAULT_SECRET_NAME_PATTERN),
+    to: ["secretManager.namePattern"],
+    doc: "Secret version per store; must contain `{store}` (store ids are letters and digits only).",
+    cloudRun: "leave unset",
+  }),
+  KORRAL_KEY_CACHE_SECONDS: variable({
+    schema: z.coerce.number().int().min(0).max(300).default(0),
+    to: ["secretManager.cacheSeconds"],
+    doc: "Cache present Secret Manager keys this long (0 to 300); 0 re-reads on every lookup (the spec's default). The reload after a 401 always bypasses it.",
+    cloudRun: "`0`",
+    cloudRunNote: 'see "Key lookups" above',
+  }),
+  KORRAL_KEY_DEADLINE_MS: variable({
+    schema: z.coerce.number().int().min(100).max(30_000).default(3000),
+    to: ["secretManager.deadlineMs"],
+    doc: "Upper bound on one Secret Manager lookup, library retries included (100 to 30000).",
+    cloudRun: "`3000`",
+  }),
+  KORRAL_POLICY_FILE: variable({
+    schema: z.string().min(1).optional(),
+    to: [],
+    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. Read and checked; not yet applied to tool calls.",
+    cloudRun: "unused",
+    cloudRunNote: "the store policy as a file, for local runs",
+  }),
+  KORRAL_POLICY_SECRET: variable({
+    schema: z
+      .string()
+      .regex(
+        new RegExp(`^(?:${SECRET_ID.source}|${SECRET_VERSION_NAME.source})$`),
+        "must be a secret id (letters, digits, - and _) or projects/<project>/secrets/<id>/versions/<latest or a number>",
+      )
+      .optional(),
+    to: [],
+    doc: "The store policy in Secret Manager: a secret id (its latest version, in `GOOGLE_CLOUD_PROJECT`, then required) or a version's full name `projects/<project>/secrets/<id>/versions/<latest or a number>`. Read with `KORRAL_KEY_DEADLINE_MS` as its deadline.",
+    cloudRun: "unset for now",
+    cloudRunNote:
+      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)): read and checked, not yet applied to tool calls",
+  }),
+  KORRAL_POLICY_CACHE_SECONDS: variable({
+    schema: z.coerce.number().int().min(0).max(300).default(10),
+    to: ["policy.cacheSeconds"],
+    doc: "How long a policy read is used before a call reads it again (0 to 300; 0 reads on every call). A policy that could not be read is tried again after at most a second.",
+    cloudRun: "`10`",
+    cloudRunNote: "a grant or revocation is in force within it",
+  }),
+  /** stdio: the label of `local:<label>` (see policy/principal.ts). */
+  KORRAL_PRINCIPAL: variable({
+    schema: z
+      .string()
+      .superRefine((label, ctx) => {
+        const problem = labelProblem(label);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .optional(),
+    to: ["principalLabel"],
+    doc: "stdio: who the buyer is, as `local:<label>` (1 to 64 letters, digits, `.` `_` `@` `+` `-`, starting with a letter or digit). Unset: the OS account, `os:<login>@<host>`. Unverified either way ([identity.md](docs/identity.md#principals)).",
+    cloudRun: "unused",
+    cloudRunNote: "stdio only",
+  }),
+  KORRAL_LOG_DIR: variable({
+    schema: z
+      .string()
+      .min(1)
+      .default(fileURLToPath(new URL("../log", import.meta.url))),
+    to: ["logDir"],
+    doc: "Where `trace.jsonl` and `audit.log` go (created if missing).",
+    shownDefault: "<install>/log",
+    cloudRun: "unused with `KORRAL_LOG_FILES=off`",
+    listedIn: ["README.md", "docs/logging.md"],
+  }),
+  KORRAL_DEDUPE_WINDOW_MIN: variable({
+    schema: z.coerce.number().min(0).max(1440).default(10),
+    to: ["dedupeWindowMs"],
+    read: (minutes) => minutes * 60_000,
+    doc: `Minutes an identical order without an \`idempotency_key\` is folded into the first (0 off), by the embedded StoreLink only: the emulator and the real StoreLink own their window ([idempotency](${WRITE_SAFETY}#idempotency)).`,
+    cloudRun: "unused",
+    cloudRunNote: "the real StoreLink owns its own window",
+  }),
+  KORRAL_ORDER_CAP_PER_HOUR: variable({
+    schema: z.coerce.number().int().min(0).max(1000).default(3),
+    to: ["orderCapPerHour"],
+    doc: `The loop guard: new orders per store and SKU in a rolling hour, for the fleet with \`KORRAL_REDIS_URL\` (else per instance); \`0\` turns it off. Its rule: [the loop guard](${WRITE_SAFETY}#loop-guard).`,
+    cloudRun: "`3`",
+    cloudRunNote: "counted for the whole service in Memorystore",
+    listedIn: ["README.md"],
+  }),
+  KORRAL_ELICIT_CONFIRMATION: variable({
+    schema: onOff('must be "on" or "off"').default("on"),
+    to: ["elicitConfirmation"],
+    read: isOn,
+    doc: `\`off\` stops asking the buyer to confirm orders ([confirmation](${WRITE_SAFETY}#confirmation)).`,
+    cloudRun: "`on`",
+  }),
+  KORRAL_REQUIRE_CONFIRMATION: variable({
+    schema: onOff('must be "true" or "false"').default("false"),
+    to: ["requireConfirmation"],
+    read: isOn,
+    doc: `\`true\`: an order the buyer cannot be asked to confirm is refused (\`not_confirmed\`, nothing sent) instead of written with \`confirmed=agent\`. Who can be asked: [confirmation](${WRITE_SAFETY}#confirmation).`,
+    cloudRun: '`true` (the decision in "Why these values")',
+    cloudRunNote:
+      'on this HTTP service no MCP 2025-06-18 client can be asked; `false` writes their orders `confirmed=agent` (see "What operators see in the audit")',
+    listedIn: ["README.md"],
+  }),
   /** Unset: each process draws its own (see policy/request-state.ts). */
-  requestStateKey: string | undefined;
+  KORRAL_REQUEST_STATE_KEY: variable({
+    schema: stateKey,
+    to: ["requestStateKey"],
+    doc: "The key (at least 32 bytes) that signs the confirmation state of MCP 2026-07-28 clients between their two round trips. Every replica of a service must share it; required on HTTP when `NODE_ENV=production` (from Secret Manager, see DEPLOYMENT.md). Unset: a random key per process (stdio silently; local HTTP says so in one start-up line).",
+    cloudRun: "from Secret Manager (`--set-secrets`, section 3)",
+    cloudRunNote: "required in production: every replica needs the same value",
+  }),
   /** Accepted, never signed with (a rotation); see policy/request-state.ts. */
-  previousRequestStateKey: string | undefined;
-  storelinkUrl: string | undefined;
-  storelinkTimeoutMs: number;
-  production: boolean;
-  allowedHosts: readonly string[];
-  allowedOrigins: readonly string[];
-  rateLimitPerMin: number;
-  /** Set: the limits are the fleet's, on this Redis (see KORRAL_REDIS_URL); a secret. */
-  redisUrl: string | undefined;
-  redisTimeoutMs: number;
-  /** See KORRAL_REDIS_ALERT_AFTER_MS. */
-  redisAlertAfterMs: number;
+  KORRAL_REQUEST_STATE_KEY_PREVIOUS: variable({
+    schema: stateKey,
+    to: ["previousRequestStateKey"],
+    doc: 'The request-state key being rotated out (at least 32 bytes): state it signed is still accepted, never signed with. Set it to the old key when `KORRAL_REQUEST_STATE_KEY` changes, and remove it in a later deploy (after 5 minutes, the state\'s life). See DEPLOYMENT.md, "Rotating the request-state key".',
+    cloudRun: "only during a roll (section 8)",
+  }),
+  KORRAL_ALLOWED_HOSTS: variable({
+    schema: commaList.superRefine((entries, ctx) => {
+      for (const entry of entries) {
+        const problem = hostPatternProblem(entry);
+        if (problem !== undefined)
+          ctx.addIssue({ code: "custom", message: `"${entry}" ${problem}` });
+      }
+    }),
+    to: ["allowedHosts"],
+    doc: "Comma-separated host names accepted in the HTTP `Host` header, besides `localhost`, `127.0.0.1` and `[::1]` (always accepted): exact names (`korral-storelink-abc123-lm.a.run.app`), `*.korral.example` (one label in front, never the bare domain) or `*---korral-storelink-abc123-lm.a.run.app` (a Cloud Run revision tag in front). Too-broad patterns (`*`, `*.com`, `*.run.app`, ...) stop startup. Unset: the loopback names only when listening on loopback (any spelling: all of 127.0.0.0/8, `::1` in any form, `localhost`), any Host otherwise. Other hosts get 403.",
+    cloudRun: "the service's host names (section 5)",
+    cloudRunNote: "see section 6",
+  }),
+  KORRAL_ALLOWED_ORIGINS: variable({
+    schema: commaList,
+    to: ["allowedOrigins"],
+    doc: "Comma-separated browser origins accepted in the `Origin` header, e.g. `https://agent.korral.example`. Requests without `Origin` (non-browser MCP clients) and localhost pages are always accepted; any other Origin gets 403.",
+    cloudRun: "unset",
+    cloudRunNote: "see section 6",
+  }),
+  /** Set: the limits are the fleet's, on this Redis; a secret. */
+  KORRAL_REDIS_URL: variable({
+    schema: z
+      .string()
+      .superRefine((value, ctx) => {
+        const problem = redisUrlProblem(value);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .optional(),
+    to: ["redisUrl"],
+    doc: "The shared limits store (Memorystore, on the Redis protocol): `redis://` or `rediss://`, the AUTH string as the URL's password (`rediss://:AUTH@10.0.0.3:6378`). Set: the order cap and the rate limit count across every replica that shares it. A secret: never logged, never repeated in an error, and the start-up line says only `limits: \"shared (redis)\"`. With `rediss://` the server's CA is trusted through `NODE_EXTRA_CA_CERTS`. A URL the Redis client cannot use (a path other than a database number such as `/0`, a malformed `%`-escape in the user or password, port 0) stops the start (exit 2) naming the variable, never its text. See [shared limits](docs/configuration.md#shared-limits).",
+    cloudRun: "from Secret Manager (`--set-secrets`, section 4)",
+    cloudRunNote:
+      "required in production unless `KORRAL_LIMITS=per-instance`: the limits store every replica shares; never logged",
+    listedIn: ["README.md"],
+  }),
+  KORRAL_REDIS_TIMEOUT_MS: variable({
+    schema: z.coerce.number().int().min(10).max(5_000).default(300),
+    to: ["redisTimeoutMs"],
+    doc: "The deadline of each limits-store command (10 to 5000): past it the store counts as unreachable, and writes are refused (fail closed).",
+    cloudRun: "`300`",
+  }),
+  KORRAL_REDIS_ALERT_AFTER_MS: variable({
+    schema: z.coerce.number().int().min(0).max(3_600_000).default(120_000),
+    to: ["redisAlertAfterMs"],
+    doc: "How long a limits store not reached since start may stay so before the ops log's `limits store unreachable` line (the alert's): an instance's network can take up to a minute to come up. A store lost after it answered, or refusing the certificate or the AUTH string, is said at once.",
+    cloudRun: "`120000`",
+    cloudRunNote: "Direct VPC egress can take a minute to come up (section 7's alert)",
+  }),
   /** Whether the operator said the limits are meant per instance. */
-  limitsPerInstance: boolean;
-  shutdownGraceMs: number;
-  /** HTTP authentication (KORRAL_AUTH and its variables). */
-  auth: AuthSettings;
-}>;
+  KORRAL_LIMITS: variable({
+    schema: z
+      .enum(["per-instance", "shared"], { error: 'must be "per-instance" or "shared" (or unset)' })
+      .optional(),
+    to: ["limitsPerInstance"],
+    read: (value) => value === "per-instance",
+    doc: "`per-instance`: the order cap and the rate limit are counted by each process, on purpose (one instance). On HTTP with `NODE_ENV=production`, startup stops (exit 2, one line naming `KORRAL_REDIS_URL` and `KORRAL_LIMITS`) unless `KORRAL_REDIS_URL` is set or this says `per-instance`. `shared` only asserts that `KORRAL_REDIS_URL` is set.",
+    cloudRun: "unset",
+    cloudRunNote: "`per-instance` for a service meant to run as one instance (`--max-instances=1`)",
+  }),
+  KORRAL_RATE_LIMIT_PER_MIN: variable({
+    schema: z.coerce.number().int().min(0).max(1_000_000).default(600),
+    to: ["rateLimitPerMin"],
+    doc: "Tool calls a minute per caller (for the fleet with `KORRAL_REDIS_URL`, else per instance); `0` turns the backstop off. See [the rate limit](docs/configuration.md#rate-limit).",
+    cloudRun: "`600`",
+    cloudRunNote: "see section 6",
+  }),
+  LOG_LEVEL: variable({
+    schema: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    to: ["logLevel"],
+    doc: "Operational log level on stderr (`debug` adds one HTTP access line per request, and in stdio mode the start-up configuration summary).",
+    cloudRun: "`info`",
+    listedIn: ["README.md", "docs/logging.md"],
+  }),
+  KORRAL_LOG_FILES: variable({
+    schema: onOff('must be "on" or "off"').default("on"),
+    to: ["logFiles"],
+    read: isOn,
+    doc: "`off` stops writing `trace.jsonl` and `audit.log` (Cloud Run: its disk is memory); in HTTP mode every record also goes to stdout for Cloud Logging ([logging](docs/logging.md)).",
+    cloudRun: "`off`",
+    cloudRunNote:
+      "records go to Cloud Logging as stdout lines (written whenever the files are off, and in production when stdout is not a terminal)",
+    listedIn: ["docs/logging.md"],
+  }),
+  STORELINK_URL: variable({
+    schema: z.url({ protocol: /^https?$/ }).optional(),
+    to: ["storelinkUrl"],
+    doc: "Base URL of StoreLink over HTTP (e.g. `http://127.0.0.1:8090`); unset, the embedded in-memory StoreLink (refused in production: `NODE_ENV`). The start-up line and `/healthz` show its host only.",
+    cloudRun: "StoreLink's base URL (required)",
+    listedIn: ["README.md"],
+  }),
+  KORRAL_STORELINK: variable({
+    schema: z
+      .enum(["embedded", "desktop"], { error: 'must be "embedded" or "desktop" (or unset)' })
+      .optional(),
+    to: [],
+    doc: "`embedded`: run the seeded in-memory demo StoreLink on purpose where `NODE_ENV=production` would otherwise refuse to start without `STORELINK_URL`. Refused together with `STORELINK_URL`. `desktop` (what the MCP Bundle sets): the StoreLink at `STORELINK_URL`, or the embedded demo when it is empty, whatever `NODE_ENV` the desktop's environment passes on.",
+    cloudRun: "unset",
+    cloudRunNote:
+      "`embedded` runs the demo StoreLink on purpose (orders die with the instance; `--max-instances=1`)",
+  }),
+  NODE_ENV: variable({
+    schema: z.string().optional(),
+    to: ["production"],
+    read: (value) => value === "production",
+    doc: "`production` (the container image sets it): without `STORELINK_URL` or `KORRAL_STORELINK=embedded`, startup stops with one line naming `STORELINK_URL` (exit 2), so a deployment never runs the demo StoreLink by accident. Also turns on the HTTP-mode stdout log lines ([logging](docs/logging.md)).",
+    cloudRun: "`production` (baked into the image)",
+  }),
+  KORRAL_SHUTDOWN_GRACE_MS: variable({
+    schema: z.coerce.number().int().min(0).max(600_000).default(8_000),
+    to: ["shutdownGraceMs"],
+    doc: `How long SIGTERM (and, on stdio, the end of stdin) waits for running requests and tool calls; a write still running then is audited \`UNCERTAIN\` and the process exits 1. At most ${CLOUD_RUN_MAX_GRACE_MS} on Cloud Run (where \`K_SERVICE\` is set), which kills the container 10 s after SIGTERM. See [shutdown](docs/configuration.md#shutdown).`,
+    cloudRun: "`8000`",
+    cloudRunNote: `at most ${CLOUD_RUN_MAX_GRACE_MS} (SIGKILL comes 10 s after SIGTERM; up to 1 s more goes to flushing logs)`,
+  }),
+  STORELINK_TIMEOUT_MS: variable({
+    schema: z.coerce.number().int().min(1).max(120_000).default(5_000),
+    to: ["storelinkTimeoutMs"],
+    doc: "Per-request deadline of the HTTP StoreLink client (connect, headers and body).",
+    cloudRun: "`5000`",
+    cloudRunNote: "a write that times out is reported `outcome_unknown`, never retried",
+  }),
+  // HTTP authentication: the resource server of src/http/auth/ (docs/configuration.md#http-authentication).
+  KORRAL_AUTH: variable({
+    schema: z
+      .string()
+      .transform((value, ctx) => {
+        const kinds = authKinds(value);
+        if (kinds === undefined) ctx.addIssue({ code: "custom", message: AUTH_VALUES });
+        return kinds ?? [];
+      })
+      .optional(),
+    to: ["auth.kinds"],
+    read: (kinds) => kinds ?? [],
+    doc: "Who may call over HTTP, verified: `oauth` (JWT access tokens of `KORRAL_OAUTH_ISSUER`), `google` (Google-signed ID tokens, `KORRAL_GOOGLE_AUDIENCES`), `oauth,google` (both, told apart by the token's issuer), or `none` (every caller accepted unverified). Unset: `none` when `HOST` is loopback (the README's commands need nothing); any other `HOST` refuses to start (exit 2, one line naming `KORRAL_AUTH`), and `none`, set or implied, is refused with `NODE_ENV=production`. stdio ignores it. See [HTTP authentication](docs/configuration.md#http-authentication).",
+    cloudRun: "`google` (section 5)",
+    cloudRunNote:
+      "required with `NODE_ENV=production`, where `none` is refused; `oauth` for an OAuth authorization server's tokens",
+  }),
+  KORRAL_OAUTH_ISSUER: variable({
+    schema: z
+      .string()
+      .superRefine((value, ctx) => {
+        const problem = authUrlProblem(value, "issuer");
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .optional(),
+    to: ["auth.issuer"],
+    read: (issuer) => issuer ?? "",
+    doc: "The authorization server (its `iss`, byte for byte; `https://`, `http://` only on loopback); required with `oauth`. Its keys are found through its metadata (`/.well-known/oauth-authorization-server`, else `openid-configuration`), read once and kept.",
+    cloudRun: "with `oauth` only",
+    cloudRunNote: "the authorization server",
+  }),
+  KORRAL_OAUTH_RESOURCE: variable({
+    schema: z
+      .string()
+      .superRefine((value, ctx) => {
+        const problem = authUrlProblem(value, "resource");
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .optional(),
+    to: ["auth.resource"],
+    read: (resource) => resource ?? "",
+    doc: "This service's canonical MCP URL, e.g. `https://storelink-mcp.korral.example/mcp`: the RFC 8707 resource the tokens must be issued for (`aud`), the `resource` of the RFC 9728 metadata, and where the 401's `resource_metadata` points (never built from the request's `Host`). Required with `oauth`.",
+    cloudRun: "with `oauth` only",
+    cloudRunNote: "the service's canonical MCP URL (the tokens' audience)",
+  }),
+  KORRAL_OAUTH_AUDIENCES: variable({
+    schema: commaList,
+    to: ["auth.audiences"],
+    doc: "Comma-separated `aud` values accepted besides the resource (an IdP that names the API by another identifier).",
+    cloudRun: "unset",
+  }),
+  KORRAL_OAUTH_READ_SCOPE: variable({
+    schema: z.string().regex(SCOPE_TOKEN, SCOPE_MESSAGE).default("storelink.read"),
+    to: ["auth.readScope"],
+    doc: "The scope every call needs (in the token's `scope` or `scp` claim); without it, 403 `insufficient_scope`. Google principals are given both scopes (their stores are the store policy's to limit).",
+    cloudRun: "unset",
+  }),
+  KORRAL_OAUTH_ORDER_SCOPE: variable({
+    schema: z.string().regex(SCOPE_TOKEN, SCOPE_MESSAGE).default("storelink.order"),
+    to: ["auth.orderScope"],
+    doc: "The scope `create_replenishment_order` needs, in any batch element, `dry_run` included; without it, 403 `insufficient_scope` naming both scopes (the client asks the buyer for more).",
+    cloudRun: "unset",
+  }),
+  KORRAL_OAUTH_PRINCIPAL_CLAIM: variable({
+    schema: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be a claim name")
+      .default("email"),
+    to: ["auth.principalClaim"],
+    doc: "The access-token claim that names the person: the principal is `user:<value>` (`svc:<value>` for a `…gserviceaccount.com` address). A token without it is a client's own (client credentials, `sub` = its client id): `client:<client_id>`; anything else is refused.",
+    cloudRun: "unset",
+  }),
+  KORRAL_GOOGLE_AUDIENCES: variable({
+    schema: commaList,
+    to: ["auth.googleAudiences"],
+    doc: "Comma-separated `aud` values a Google ID token may carry (the service's URLs, as the caller asked for its token); required with `google`. The token must carry a verified `email`: `svc:<email>` for a service account, `user:<email>` for a person.",
+    cloudRun: "the service's URLs (section 5)",
+    cloudRunNote: "the `aud` a caller's Google ID token must name",
+  }),
+  KORRAL_TEST_GOOGLE_CERTS_URL: variable({
+    schema: z
+      .string()
+      .superRefine((value, ctx) => {
+        if (!isLoopbackUrl(value)) {
+          ctx.addIssue({
+            code: "custom",
+            message: "tests only: must be an http(s) URL on loopback",
+          });
+        }
+      })
+      .optional(),
+    to: ["auth.googleCertsUrl"],
+    read: (url) => url ?? GOOGLE_CERTS_URL,
+    doc: `**Tests only**: where Google's signing keys are read instead of Google's own (\`${GOOGLE_CERTS_URL}\`), so a test can sign Google-shaped tokens with a key of its own. Only a loopback \`http(s)://\` URL is accepted; never set it in a deployment.`,
+    cloudRun: "never",
+    cloudRunNote: "tests only (a loopback URL); refused otherwise",
+  }),
+};
+
+/** Variables Node reads itself: documented beside the server's, never validated here. */
+export const NODE_VARIABLES: Readonly<Record<string, Documented>> = {
+  NODE_EXTRA_CA_CERTS: {
+    doc: "Node's own: a PEM file of extra CAs to trust (StoreLink's internal CA, Memorystore's), read once at start.",
+    cloudRun: "the mounted `storelink-ca` file (section 3)",
+  },
+};
+
+export type VariableName = keyof typeof VARIABLES;
+
+const schema = schemaOf(VARIABLES);
+
+/** Where the store policy is read: read from two variables at once (see loadConfig). */
+export type PolicySource = Readonly<
+  { kind: "file"; path: string } | { kind: "secret"; name: string }
+>;
+
+/** Fields read from several variables at once, by group; the rest come from one declaration each. */
+type Derived = {
+  /** undefined: no store policy configured. */
+  policy: { source: PolicySource | undefined };
+};
+
+/** All configuration: each field from the variable whose declaration names it (`VARIABLES`). */
+export type Config = ConfigOf<typeof VARIABLES, Derived>;
 
 /**
  * Why the Redis client could not use `value`, or undefined: the rules of node-redis's own URL
@@ -295,9 +499,6 @@ export function redisUrlProblem(value: string): string | undefined {
   }
   return undefined;
 }
-
-/** The longest shutdown grace Cloud Run leaves room for (see KORRAL_SHUTDOWN_GRACE_MS). */
-export const CLOUD_RUN_MAX_GRACE_MS = 9_000;
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
@@ -369,8 +570,7 @@ export type Entry = "http" | "stdio";
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry): Config {
   const { data: c, problems, invalid } = checkEnv(schema, env);
   /** Set, or named as invalid already: no second line about the same variable. */
-  const given = (name: keyof z.infer<typeof schema>): boolean =>
-    c[name] !== undefined || invalid.has(name);
+  const given = (name: VariableName): boolean => c[name] !== undefined || invalid.has(name);
   if (
     c.KORRAL_KEY_SOURCE === "secret-manager" &&
     c.KORRAL_SECRET_NAME_PATTERN.includes("{project}") &&
@@ -378,6 +578,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
   ) {
     problems.push(
       "GOOGLE_CLOUD_PROJECT: required when KORRAL_KEY_SOURCE=secret-manager (the secret name pattern uses {project})",
+    );
+  }
+  if (c.KORRAL_POLICY_FILE !== undefined && c.KORRAL_POLICY_SECRET !== undefined) {
+    problems.push(
+      "KORRAL_POLICY_FILE and KORRAL_POLICY_SECRET are both set; the store policy has one source, unset one",
+    );
+  }
+  const policySecretIsId =
+    c.KORRAL_POLICY_SECRET !== undefined && !c.KORRAL_POLICY_SECRET.startsWith("projects/");
+  if (policySecretIsId && !given("GOOGLE_CLOUD_PROJECT")) {
+    problems.push(
+      "GOOGLE_CLOUD_PROJECT: required when KORRAL_POLICY_SECRET is a secret id (or give the version's full name, projects/<project>/secrets/<id>/versions/latest)",
     );
   }
   const production = c.NODE_ENV === "production";
@@ -432,40 +644,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, entry?: Entry):
   if (problems.length > 0) {
     throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);
   }
-  return {
-    port: c.PORT,
-    host: c.HOST,
-    keysFile: c.KORRAL_KEYS_FILE,
-    keySource: c.KORRAL_KEY_SOURCE,
-    secretManager: {
-      project: c.GOOGLE_CLOUD_PROJECT,
-      namePattern: c.KORRAL_SECRET_NAME_PATTERN,
-      cacheSeconds: c.KORRAL_KEY_CACHE_SECONDS,
-      deadlineMs: c.KORRAL_KEY_DEADLINE_MS,
-    },
-    logDir: c.KORRAL_LOG_DIR,
-    logLevel: c.LOG_LEVEL,
-    logFiles: ["on", "true", "1"].includes(c.KORRAL_LOG_FILES),
-    googleCloudProject: c.GOOGLE_CLOUD_PROJECT,
-    dedupeWindowMs: c.KORRAL_DEDUPE_WINDOW_MIN * 60_000,
-    orderCapPerHour: c.KORRAL_ORDER_CAP_PER_HOUR,
-    elicitConfirmation: ["on", "true", "1"].includes(c.KORRAL_ELICIT_CONFIRMATION),
-    requireConfirmation: ["on", "true", "1"].includes(c.KORRAL_REQUIRE_CONFIRMATION),
-    requestStateKey: c.KORRAL_REQUEST_STATE_KEY,
-    previousRequestStateKey: c.KORRAL_REQUEST_STATE_KEY_PREVIOUS,
-    storelinkUrl: c.STORELINK_URL,
-    storelinkTimeoutMs: c.STORELINK_TIMEOUT_MS,
-    production,
-    allowedHosts: c.KORRAL_ALLOWED_HOSTS,
-    allowedOrigins: c.KORRAL_ALLOWED_ORIGINS,
-    rateLimitPerMin: c.KORRAL_RATE_LIMIT_PER_MIN,
-    redisUrl: c.KORRAL_REDIS_URL,
-    redisTimeoutMs: c.KORRAL_REDIS_TIMEOUT_MS,
-    redisAlertAfterMs: c.KORRAL_REDIS_ALERT_AFTER_MS,
-    limitsPerInstance: c.KORRAL_LIMITS === "per-instance",
-    shutdownGraceMs: c.KORRAL_SHUTDOWN_GRACE_MS,
-    auth: authSettings(c),
-  };
+  const policySource: PolicySource | undefined =
+    c.KORRAL_POLICY_FILE !== undefined
+      ? { kind: "file", path: c.KORRAL_POLICY_FILE }
+      : c.KORRAL_POLICY_SECRET !== undefined
+        ? {
+            kind: "secret",
+            name: policySecretIsId
+              ? `projects/${c.GOOGLE_CLOUD_PROJECT}/secrets/${c.KORRAL_POLICY_SECRET}/versions/latest`
+              : c.KORRAL_POLICY_SECRET,
+          }
+        : undefined;
+  return readConfig(VARIABLES, c, { policy: { source: policySource } });
 }
 
 /** What the start-up line and /healthz name as the StoreLink in use. */

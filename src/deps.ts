@@ -6,6 +6,7 @@ import type { Recorder } from "./logging/recorder.js";
 import { nullRecorder } from "./logging/records.js";
 import { setUpLogging, type Transport } from "./logging/setup.js";
 import { OrderCap } from "./policy/order-cap.js";
+import { NO_POLICY, policySourceFor } from "./policy/policy-source.js";
 import { limiterFor } from "./policy/rate-limit.js";
 import { stateSigner } from "./policy/request-state.js";
 import { createStoreLink } from "./storelink/index.js";
@@ -44,6 +45,7 @@ export function composeDeps(
     limiter: given.limiter ?? limiterFor(cfg().rateLimitPerMin, shared()),
     signer: given.signer ?? stateSigner(cfg().requestStateKey, cfg().previousRequestStateKey),
     requireConfirmation: given.requireConfirmation ?? cfg().requireConfirmation,
+    policy: given.policy ?? policySourceFor(cfg(), inject) ?? NO_POLICY,
   };
 }
 

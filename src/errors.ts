@@ -13,12 +13,14 @@ export const ERROR_TYPES = [
   "unknown_store",
   "not_ranged",
   "no_credentials",
+  "not_permitted",
   "auth_failed",
   "not_found",
   "idempotency_conflict",
   "not_confirmed",
   "order_cap_reached",
   "limits_unavailable",
+  "policy_unavailable",
   "storelink_unavailable",
   "outcome_unknown",
   "rate_limited",
@@ -84,6 +86,47 @@ export const authFailed = (storeId: string): ToolError =>
     "auth_failed",
     `Authentication failed for store ${storeId} after key reload. If it still fails, retry shortly; if it keeps failing, contact Korral IT.`,
     "Retry once in a minute; if it fails again, tell the buyer to contact Korral IT.",
+    true,
+  );
+
+/**
+ * The store policy does not let this caller read (or order for) the store: nothing was done
+ * there. Not retryable: only Korral IT's grant changes the answer. `principal` is the caller's own
+ * id (checked, see policy/principal.ts), so the buyer can tell Korral IT who is asking.
+ */
+export const notPermitted = (
+  storeId: string,
+  action: "read" | "order",
+  principal: string,
+): ToolError =>
+  action === "read"
+    ? new ToolError(
+        "not_permitted",
+        `Store ${storeId} is not among the stores ${principal} may read. Ask Korral IT for access.`,
+        `Tell the buyer they have no access to store ${storeId}; Korral IT can grant it. Other stores are unaffected.`,
+        false,
+      )
+    : new ToolError(
+        "not_permitted",
+        `${principal} may not order for store ${storeId}; nothing was submitted. Ask Korral IT for access.`,
+        `Do not retry: tell the buyer they may not order for store ${storeId}; Korral IT can grant it.`,
+        false,
+      );
+
+/**
+ * The store policy could not be read, so it could not say whether this caller may act on the
+ * store: nothing was done there (fail closed). Retryable: the operator is told, and a repaired
+ * policy is read within seconds.
+ */
+export const policyUnavailable = (storeId: string, action: "read" | "order"): ToolError =>
+  new ToolError(
+    "policy_unavailable",
+    action === "read"
+      ? `Store ${storeId} was not read: the store access policy could not be loaded.`
+      : `The store access policy could not be loaded, so the order for store ${storeId} was not submitted.`,
+    action === "read"
+      ? "Retry in a minute; if it keeps failing, tell the buyer to contact Korral IT. Other stores may still work."
+      : "Nothing was submitted: retry the same call in a minute; if it keeps failing, tell the buyer to contact Korral IT.",
     true,
   );
 

@@ -8,6 +8,7 @@ import type { AuthGate } from "./http/auth/gate.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
+import { unverifiedPrincipal } from "./policy/principal.js";
 import type { Deps } from "./tools/define.js";
 
 /**
@@ -26,6 +27,7 @@ export function serve(
   const app = createApp(deps, {
     allowedHosts: allowedHostsFor(config),
     allowedOrigins: config.allowedOrigins,
+    unverifiedPrincipal: unverifiedPrincipal(config.principalLabel).id,
     storelink,
     ...(shared ? { limits: shared.health } : {}),
     ...(auth ? { auth } : {}),
@@ -96,9 +98,7 @@ async function authGateFor(config: Config): Promise<AuthGate | undefined> {
   opsLog.info(
     {
       auth: config.auth.kinds.join(","),
-      ...(config.auth.kinds.includes("oauth")
-        ? { issuer: new URL(config.auth.oauth.issuer).host }
-        : {}),
+      ...(config.auth.kinds.includes("oauth") ? { issuer: new URL(config.auth.issuer).host } : {}),
     },
     "HTTP callers are authenticated",
   );

@@ -6,6 +6,7 @@ import { inflightCalls } from "./lifecycle/inflight.js";
 import { finishAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { opsLog } from "./logging/ops.js";
 import { createServer } from "./mcp/server.js";
+import { unverifiedPrincipal } from "./policy/principal.js";
 import { MAX_LINE_BYTES } from "./stdio/line-limiter.js";
 import { LineStdioTransport } from "./stdio/transport.js";
 
@@ -23,10 +24,20 @@ async function main(): Promise<void> {
   // The connection's one client, named for this connection alone: confirmation state it was
   // given is refused by any other stdio process or connection, whatever key signs it.
   const caller = `stdio:${randomUUID()}`;
+  const by = unverifiedPrincipal(config.principalLabel).id;
   let stdoutBroken = false;
   // The SDK picks the era from the opening exchange and pins one server for the connection.
   const connection = serveStdio(
-    ({ era }) => createServer(deps, { caller, traceFields: {}, era, asks2025: true }),
+    ({ era }) =>
+      createServer(deps, {
+        by,
+        client: undefined,
+        groups: [],
+        caller,
+        traceFields: {},
+        era,
+        asks2025: true,
+      }),
     {
       transport,
       onerror: (error) => {

@@ -1,12 +1,14 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
+import type { CallOrigin } from "../logging/call-record.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
-import { type TraceFields, traceFieldsOf } from "../logging/trace-context.js";
+import { traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
 import { callTool } from "../mcp/call-tool.js";
 import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
+import { unverifiedPrincipal } from "../policy/principal.js";
 import type { Deps } from "../tools/define.js";
 import type { AuthGate } from "./auth/gate.js";
 import {
@@ -40,6 +42,11 @@ export interface AppOptions {
   allowedOrigins?: readonly string[];
   /** The StoreLink in use as /healthz names it: "embedded demo" or the URL's host only. */
   storelink?: string;
+  /**
+   * Who an unauthenticated request acts for (`by=`): `local:<KORRAL_PRINCIPAL>` or the account
+   * the server runs as (policy/principal.ts). Default: the account.
+   */
+  unverifiedPrincipal?: string;
   /** The shared limits store's health, as /healthz says it; unset: the limits are per instance. */
   limits?: { readonly state: "ok" | "unavailable" };
   /**
@@ -70,6 +77,7 @@ export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
  */
 export function createApp(deps: Deps, options: AppOptions = {}): Express {
   const app = express();
+  const unverified = options.unverifiedPrincipal ?? unverifiedPrincipal(undefined).id;
   app.disable("x-powered-by");
   app.disable("etag");
   // Mounted only when its lines are wanted: its listener is per-request work otherwise.
@@ -85,19 +93,14 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   };
   const fastReads = options.fastReads !== false;
   /** A plain read (fast-reads.ts): the tool's answer in the SDK's shape for its era. */
-  const serveFastRead = (
-    res: Response,
-    read: FastRead,
-    caller: string,
-    traceFields: TraceFields,
-  ) => {
+  const serveFastRead = (res: Response, read: FastRead, origin: CallOrigin) => {
     const abort = new AbortController();
     // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
     // every request.
     res.once("close", () => {
       if (!res.writableFinished) abort.abort();
     });
-    callTool(deps, read.name, read.args, { caller, traceFields }, { signal: abort.signal }).then(
+    callTool(deps, read.name, read.args, origin, { signal: abort.signal }).then(
       (result) => {
         if (res.destroyed) return;
         endWithJson(res, 200, fastReadAnswer(read.id, result, read.era));
@@ -124,19 +127,34 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
     }
     const body = withoutCancelled(req.body);
     markNonDataNames(body);
-    // The caller (the verified principal when KORRAL_AUTH is on) keys the rate limit and binds
-    // confirmation state; the raw token is deliberately not carried along.
-    const traceFields = traceFieldsOf(req.headers);
+    // Who the call acts for: the verified principal when KORRAL_AUTH is on (it then also keys
+    // the rate limit and binds confirmation state), else the unverified local one and the
+    // caller. The raw token is deliberately not carried along.
     const verified = auth?.verifiedOf(req);
+    const origin: CallOrigin = verified
+      ? {
+          by: verified.principal,
+          client: verified.clientId,
+          groups: [],
+          caller: verified.principal,
+          traceFields: traceFieldsOf(req.headers),
+        }
+      : {
+          by: unverified,
+          client: undefined,
+          groups: [],
+          caller: callerOf(req),
+          traceFields: traceFieldsOf(req.headers),
+        };
     const authInfo: AuthInfo = {
       token: "",
-      clientId: verified?.principal ?? callerOf(req),
+      clientId: origin.caller,
       scopes: verified ? [...verified.scopes] : [],
-      extra: { traceFields },
+      extra: { origin },
     };
     const read = fastReads ? fastReadOf(body, req.headers) : undefined;
     if (read) {
-      serveFastRead(res, read, authInfo.clientId, traceFields);
+      serveFastRead(res, read, origin);
       return;
     }
     handle(req, res, { body, era: eraOf(body, req.headers), authInfo }).catch((error: unknown) =>

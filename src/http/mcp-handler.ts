@@ -5,7 +5,7 @@ import {
   type JSONRPCMessage,
   WebStandardStreamableHTTPServerTransport,
 } from "@modelcontextprotocol/server";
-import type { TraceFields } from "../logging/trace-context.js";
+import type { CallOrigin } from "../logging/call-record.js";
 import { forTheWire } from "../mcp/protocol-error.js";
 import { createServer, type Era } from "../mcp/server.js";
 import type { Deps } from "../tools/define.js";
@@ -31,13 +31,9 @@ const FORWARDED_HEADERS = [
  * `Mcp-Param-*`); an answer the SDK wrote itself leaves through `forTheWire` too.
  */
 export function mcpHttpHandler(deps: Deps) {
+  // The request's origin, as the app established it (app.ts): never read from the client.
   const build = (era: Era, authInfo: AuthInfo | undefined) =>
-    createServer(deps, {
-      caller: authInfo?.clientId ?? "unknown",
-      traceFields: (authInfo?.extra?.traceFields as TraceFields | undefined) ?? {},
-      era,
-      asks2025: false,
-    });
+    createServer(deps, { ...(authInfo?.extra?.origin as CallOrigin), era, asks2025: false });
   const modern = createMcpHandler(({ era, authInfo }) => build(era, authInfo), {
     legacy: "reject",
   });

@@ -60,16 +60,19 @@ export function keyProviderFor(
 /**
  * Builds the real client and settles its credentials now. Left to the first call, the library
  * creates its stub promise unobserved: without credentials that rejection is unhandled and kills
- * the process. Awaited here, a deployment without credentials fails startup instead.
+ * the process. Awaited here, a deployment without credentials fails startup instead. `setting`
+ * names what asked for Secret Manager in that failure.
  */
-async function startSecretManagerClient(): Promise<SecretAccessClient> {
+export async function startSecretManagerClient(
+  setting = "KORRAL_KEY_SOURCE: secret-manager",
+): Promise<SecretAccessClient> {
   const { SecretManagerServiceClient } = await import("@google-cloud/secret-manager");
   const client = new SecretManagerServiceClient();
   try {
     await client.initialize();
   } catch {
     throw new ConfigError(
-      "Invalid configuration: KORRAL_KEY_SOURCE: secret-manager needs Google Cloud credentials (Application Default Credentials), and none were found",
+      `Invalid configuration: ${setting} needs Google Cloud credentials (Application Default Credentials), and none were found`,
     );
   }
   return client;

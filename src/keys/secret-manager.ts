@@ -30,13 +30,19 @@ export interface SecretManagerKeyProviderOptions {
 const SAFE_STORE_ID = /^[A-Za-z0-9]{1,32}$/;
 
 // gRPC status codes (google.rpc.Code).
-const NOT_FOUND = 5;
+export const NOT_FOUND = 5;
 
-/** A short, secret-free category per gRPC status; the raw gRPC text is never kept. */
-function categorise(code: unknown): { reason: string; transient: boolean } {
+/**
+ * A short, secret-free category per gRPC status; the raw gRPC text is never kept. `secret` says
+ * whose secret was denied (the store policy reads its own through this too).
+ */
+export function categorise(
+  code: unknown,
+  secret = "the store's secret",
+): { reason: string; transient: boolean } {
   switch (code) {
     case 7:
-      return { reason: "permission denied on the store's secret", transient: false };
+      return { reason: `permission denied on ${secret}`, transient: false };
     case 16:
       return { reason: "not authenticated to Secret Manager", transient: false };
     case 9:

@@ -3,7 +3,19 @@ import type { TraceFields } from "./trace-context.js";
 
 /** Who is calling, as the transport established it. */
 export interface CallOrigin {
-  /** Keys the rate limit and binds confirmation state: the HTTP identity, or the stdio connection. */
+  /**
+   * Who the call acts for, as every line says it (`by=`) and the store policy judges it: the
+   * verified principal on HTTP with KORRAL_AUTH, else the unverified local one (policy/principal.ts).
+   */
+  readonly by: string;
+  /** The OAuth client the verified token names (`client_id` / `azp`), if any. */
+  readonly client: string | undefined;
+  /** The IdP groups the verified token names, for the store policy's `idp_groups`. */
+  readonly groups: readonly string[];
+  /**
+   * Keys the rate limit and binds confirmation state: the verified principal, else the HTTP
+   * caller or the stdio connection.
+   */
   readonly caller: string;
   /** The HTTP request's Cloud Trace fields ({} over stdio), for every line made on its behalf. */
   readonly traceFields: TraceFields;
@@ -34,6 +46,9 @@ export function callRecord(
   signal: AbortSignal,
 ): CallRecord {
   return {
+    by: origin.by,
+    client: origin.client,
+    groups: origin.groups,
     caller: origin.caller,
     traceFields: origin.traceFields,
     requestId,
@@ -46,7 +61,11 @@ export function callRecord(
 }
 
 /** What every line says of the call: the one place these fields are taken from the record. */
-export const callFieldsOf = (call: CallRecord): CallFields => ({ request_id: call.requestId });
+export const callFieldsOf = (call: CallRecord): CallFields => ({
+  request_id: call.requestId,
+  by: call.by,
+  ...(call.client === undefined ? {} : { client: call.client }),
+});
 
 /** The call's trace line, with its outcome; its duration runs to now. */
 export function traceOf(

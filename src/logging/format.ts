@@ -36,6 +36,9 @@ export function redactTrace(record: TraceRecord): TraceRecord {
     error: typeof record.error === "string" ? text(record.error) : null,
     duration_ms: Number.isFinite(record.duration_ms) ? record.duration_ms : 0,
     args: (failed ? redactCapped(record.args) : redact(record.args)) ?? null,
+    // Who, after the spec's fields.
+    by: text(String(record.by)),
+    ...(typeof record.client === "string" ? { client: text(record.client) } : {}),
   };
 }
 
@@ -56,6 +59,8 @@ const AUDIT_FIELDS: {
   sku: (r, cut) => textOrNull(r.sku, cut),
   quantity: (r) => (typeof r.quantity === "number" ? r.quantity : null),
   request_id: (r, cut) => cut(String(r.request_id)),
+  by: (r, cut) => cut(String(r.by)),
+  client: (r, cut) => (typeof r.client === "string" ? cut(r.client) : undefined),
   reason: (r, cut) => textOrNull(r.reason, cut),
   detail: (r, cut) => (typeof r.detail === "string" ? cut(r.detail) : undefined),
   confirmed: (r) => (r.confirmed === "buyer" || r.confirmed === "agent" ? r.confirmed : undefined),
@@ -85,7 +90,7 @@ export function formatTraceLine(record: TraceRecord): string {
 }
 
 // Values that read unambiguously without quotes: ids, SKUs, numbers.
-const BARE = /^[A-Za-z0-9._:/+-]+$/;
+const BARE = /^[A-Za-z0-9._:/+@-]+$/;
 
 /**
  * Quotes a value for the audit line so it stays one `key=value` token on one line: JSON string
@@ -105,7 +110,8 @@ const bareOrQuoted = (value: string | number | null): string => {
 
 /**
  * How each field of an audit record reads on its line, in the line's order (the spec's:
- * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. [confirmed=..] [detail="…"] reason="…"`).
+ * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. by=.. [client=..] [confirmed=..]
+ * [detail="…"] reason="…"`).
  * Typed over every key of AuditRecord, so a new field must be given its place here; a field a
  * record does not carry (undefined) is left out. A missing reason reads `reason=-`.
  */
@@ -119,6 +125,8 @@ const AUDIT_LINE: {
   sku: (v) => `sku=${bareOrQuoted(v)}`,
   quantity: (v) => `qty=${bareOrQuoted(v)}`,
   request_id: (v) => `req=${bareOrQuoted(v)}`,
+  by: (v) => `by=${bareOrQuoted(v)}`,
+  client: (v) => `client=${bareOrQuoted(v)}`,
   confirmed: (v) => `confirmed=${v}`,
   detail: (v) => `detail=${quote(String(v))}`,
   reason: (v) => `reason=${v === null ? "-" : quote(v)}`,

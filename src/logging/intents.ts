@@ -67,6 +67,9 @@ const INTENT_FIELDS: {
   [K in keyof Required<IntentRecord>]: (line: Record<string, unknown>) => IntentRecord[K] | null;
 } = {
   request_id: (line) => text(line.intent),
+  // A journal of an earlier release names nobody: its writes were made before principals.
+  by: (line) => text(line.by) ?? "unknown",
+  client: (line) => text(line.client) ?? undefined,
   ts: (line) => text(line.ts),
   store_id: (line) => text(line.store_id),
   sku: (line) => text(line.sku),

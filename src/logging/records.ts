@@ -7,6 +7,10 @@ import type { TraceFields } from "./trace-context.js";
  */
 export interface CallFields {
   request_id: string;
+  /** Who the call acted for: a principal id (`user:…`, `svc:…`, `client:…`, `os:…`, `local:…`). */
+  by: string;
+  /** The OAuth client the caller's token names, when it names one. */
+  client?: string;
 }
 
 /** One line of log/trace.jsonl: every tool call, read or write, success or failure. */

@@ -94,6 +94,7 @@ export async function callTool(
       limiter: deps.limiter,
       signer: deps.signer,
       requireConfirmation: deps.requireConfirmation,
+      policy: deps.policy,
       call,
       rounds,
       onSend: (order) => inflight.markSent(order),

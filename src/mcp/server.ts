@@ -68,6 +68,9 @@ export interface Caller extends CallOrigin {
 
 /** The caller of a server built without one: one 2025 client on a transport of its own (stdio). */
 export const DIRECT_CALLER: Caller = {
+  by: "local:direct",
+  client: undefined,
+  groups: [],
   caller: "stdio",
   traceFields: {},
   era: "legacy",

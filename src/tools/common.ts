@@ -1,6 +1,14 @@
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import { scrubSentKeys } from "../keys/sent-keys.js";
+import type { CallRecord } from "../logging/call-record.js";
+import { opsLog } from "../logging/ops.js";
+import {
+  type PolicyAction,
+  refusalOf,
+  type SOME_CATEGORY,
+  type StorePolicy,
+} from "../policy/store-policy.js";
 import type { Sku, Store, StoreLinkClient } from "../storelink/client.js";
 import { checkedSku, checkedSkus, checkedStores } from "../storelink/contract.js";
 import { ID_PATTERN, ID_RULE } from "../storelink/ids.js";
@@ -111,4 +119,28 @@ export function unknownStore(storeId: string, directory: Map<string, Store>): To
     "Check the store id with the buyer and use one of the listed ids.",
     false,
   );
+}
+
+/**
+ * The store policy's word on one action at one store for this call's principal: returns when it
+ * is allowed, throws `not_permitted` or `policy_unavailable` when not. A refusal that shadow mode
+ * lets through goes to the ops log, naming who, what and where (never an argument's text).
+ */
+export function checkAccess(
+  policy: StorePolicy,
+  call: CallRecord,
+  action: PolicyAction,
+  storeId: string,
+  category?: string | typeof SOME_CATEGORY,
+): void {
+  const who = { id: call.by, idpGroups: call.groups };
+  const decision = policy.may(who, action, storeId, category);
+  if (decision.verdict === "shadow") {
+    opsLog.warn(
+      { request_id: call.requestId, by: call.by, action, tool: call.tool, ...call.traceFields },
+      decision.reason,
+    );
+  }
+  const refusal = refusalOf(decision, who, action, storeId);
+  if (refusal) throw refusal;
 }

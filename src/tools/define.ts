@@ -6,6 +6,7 @@ import type { CallRecord } from "../logging/call-record.js";
 import type { CallRecorder, OrderFields } from "../logging/records.js";
 import { rawIdText } from "../policy/audit.js";
 import type { OrderCap } from "../policy/order-cap.js";
+import type { PolicySource } from "../policy/policy-source.js";
 import type { CallLimiter } from "../policy/rate-limit.js";
 import type { StateSigner } from "../policy/request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
@@ -30,6 +31,8 @@ export interface Deps {
   signer: StateSigner;
   /** Refuse a write the buyer cannot be asked to confirm, instead of writing `confirmed=agent`. */
   requireConfirmation: boolean;
+  /** Which stores each principal may read and order for (NO_POLICY: every store, for all). */
+  policy: PolicySource;
 }
 
 /**

@@ -1,8 +1,15 @@
 import { z } from "zod";
 import { withStoreKey } from "../auth.js";
+import { SOME_CATEGORY } from "../policy/store-policy.js";
 import { checkedOrder } from "../storelink/contract.js";
 import { CALL_ORDER, NOT_SUPPORTED } from "./boundaries.js";
-import { orderIdSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import {
+  checkAccess,
+  orderIdSchema,
+  storeDirectory,
+  storeIdSchema,
+  unknownStore,
+} from "./common.js";
 import { defineTool } from "./define.js";
 
 export const getReplenishmentStatus = defineTool({
@@ -39,6 +46,8 @@ export const getReplenishmentStatus = defineTool({
   },
   storeIdOf: ({ store_id }) => store_id,
   async handler({ store_id, order_id }, ctx) {
+    // Orders of a store this principal may not read are refused before any StoreLink call.
+    checkAccess(await ctx.policy.current(), ctx.call, "read", store_id, SOME_CATEGORY);
     const directory = await storeDirectory(ctx);
     const store = directory.get(store_id);
     if (!store) throw unknownStore(store_id, directory);

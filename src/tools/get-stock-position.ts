@@ -4,7 +4,14 @@ import { errorBodySchema, ToolError, toToolError } from "../errors.js";
 import { checkedStock } from "../storelink/contract.js";
 import { STORE_DIRECTORY_TEXT } from "../storelink/directory.js";
 import { CALL_ORDER, GAP_SEMANTICS, NOT_SUPPORTED } from "./boundaries.js";
-import { catalogueItem, skuSchema, storeDirectory, storeIdSchema, unknownStore } from "./common.js";
+import {
+  catalogueItem,
+  checkAccess,
+  skuSchema,
+  storeDirectory,
+  storeIdSchema,
+  unknownStore,
+} from "./common.js";
 import { defineTool } from "./define.js";
 import { gapOf } from "./gap.js";
 
@@ -70,13 +77,19 @@ export const getStockPosition = defineTool({
   },
   storeIdOf: ({ store_ids }) => (store_ids.length === 1 ? (store_ids[0] ?? null) : null),
   async handler({ sku, store_ids }, ctx) {
-    const [item, directory] = await Promise.all([catalogueItem(ctx, sku), storeDirectory(ctx)]);
+    const [item, directory, policy] = await Promise.all([
+      catalogueItem(ctx, sku),
+      storeDirectory(ctx),
+      ctx.policy.current(),
+    ]);
     const storeIds = [...new Set(store_ids)];
 
     const stores = await Promise.all(
       storeIds.map(async (storeId): Promise<Entry> => {
         const store = directory.get(storeId);
         try {
+          // A store this principal may not read is refused before its key is looked up.
+          checkAccess(policy, ctx.call, "read", storeId, item.category);
           if (!store) throw unknownStore(storeId, directory);
           // Only the counts and the time (re-written by this server) come from the reading.
           const reading = checkedStock(

@@ -1,8 +1,9 @@
 /**
  * Every tool, once, in the order the agent is expected to call them: the one declaration of how
  * many tools there are and of the call order. The tool list, the call-order sentence of every
- * description and the server's instructions are built from it; test/meta/tool-names.test.ts
- * holds the prompt, manifest.json and the docs to it.
+ * description and the server's instructions are built from it, and `npm run texts` writes
+ * manifest.json's tools and the docs' tool tables from the tools in this order;
+ * test/meta/tool-names.test.ts holds the prompt to it.
  */
 export const TOOL_NAMES = [
   "lookup_sku",

@@ -78,13 +78,13 @@ describe("KORRAL_AUTH: the modes and what each needs", () => {
 
   it("defaults: the scope names, the principal claim, Google's own keys", () => {
     const { auth } = loadConfig({ ...OAUTH }, "http");
-    expect(auth.oauth).toMatchObject({
+    expect(auth).toMatchObject({
       readScope: "storelink.read",
       orderScope: "storelink.order",
       principalClaim: "email",
       audiences: [],
+      googleCertsUrl: "https://www.googleapis.com/oauth2/v3/certs",
     });
-    expect(auth.google.certsUrl).toBe("https://www.googleapis.com/oauth2/v3/certs");
   });
 
   it.each([
@@ -141,7 +141,7 @@ describe("KORRAL_AUTH: the modes and what each needs", () => {
       },
       "http",
     );
-    expect(auth.oauth.issuer).toBe("http://127.0.0.1:9000");
+    expect(auth.issuer).toBe("http://127.0.0.1:9000");
   });
 });
 

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,6 +9,7 @@ import { createKeyProvider } from "../../src/keys/index.js";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
 import { configErrorOf } from "../helpers/config.js";
 import { FakeSecretManager } from "../helpers/fake-secret-manager.js";
+import { runProcess } from "../helpers/spawn.js";
 
 describe("loadConfig: key source", () => {
   it("defaults to the key file, Secret Manager settings at their documented defaults", () => {
@@ -90,7 +90,7 @@ describe("createKeyProvider", () => {
 });
 
 /** Starts the built entry with `env` on top of a clean environment; resolves on exit. */
-function startBuilt(
+async function startBuilt(
   entry: string,
   env: Record<string, string>,
 ): Promise<{ code: number | null; stderr: string; stdout: string }> {
@@ -99,24 +99,14 @@ function startBuilt(
       ([k]) => !k.startsWith("KORRAL_") && !["PORT", "HOST", "GOOGLE_CLOUD_PROJECT"].includes(k),
     ),
   );
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [entry], {
-      // Logs outside the clone unless the case sets its own directory.
-      env: { ...clean, KORRAL_LOG_DIR: join(tmpdir(), "korral-config-test-log"), ...env },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stderr = "";
-    let stdout = "";
-    child.stderr.on("data", (d) => (stderr += d));
-    child.stdout.on("data", (d) => (stdout += d));
-    child.on("error", reject);
+  const { code, stderr, stdout } = await runProcess(process.execPath, [entry], {
+    // Logs outside the clone unless the case sets its own directory.
+    env: { ...clean, KORRAL_LOG_DIR: join(tmpdir(), "korral-config-test-log"), ...env },
+    stdin: "pipe",
     // If config validation ever stopped failing, the server would listen: stop it, fail below.
-    const guard = setTimeout(() => child.kill("SIGKILL"), 15_000);
-    child.on("exit", (code) => {
-      clearTimeout(guard);
-      resolve({ code, stderr, stdout });
-    });
+    timeoutMs: 15_000,
   });
+  return { code, stderr, stdout };
 }
 
 describe("the built servers refuse bad configuration", () => {

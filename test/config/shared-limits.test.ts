@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { configErrorOf, PRODUCTION_AUTH } from "../helpers/config.js";
-import { runToExit, spawnDist } from "../helpers/spawn.js";
+import { listening, runToExit, spawnDist } from "../helpers/spawn.js";
 
 /**
  * Where the limits are counted: KORRAL_REDIS_URL (the fleet's), or each process's own. Production
@@ -36,10 +36,7 @@ describe("KORRAL_REDIS_URL and KORRAL_LIMITS", () => {
       ...PRODUCTION_AUTH,
     });
     try {
-      for (let i = 0; i < 300 && !run.stderr().includes("listening on HTTP"); i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      expect(run.stderr()).toContain("listening on HTTP");
+      await listening(run, 15_000);
       expect(run.stderr()).toContain('"limits":"per-instance"');
     } finally {
       await run.stop();

@@ -6,7 +6,7 @@ import { loadConfig, storelinkInUse } from "../../src/config.js";
 import { createStoreLink } from "../../src/storelink/index.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { configErrorOf, PRODUCTION_AUTH } from "../helpers/config.js";
-import { runToExit, type Spawned, spawnDist } from "../helpers/spawn.js";
+import { runToExit, type Spawned, spawnDist, startHttp } from "../helpers/spawn.js";
 
 /**
  * A production deployment never runs the embedded, seeded StoreLink by accident, and
@@ -90,16 +90,11 @@ describe.each(["http.js", "stdio.js"])(
 );
 
 /** Starts dist/http.js and waits for its listening line; returns its base URL. */
-async function startHttp(env: Record<string, string>): Promise<{ run: Spawned; base: string }> {
-  const run = spawnDist("http.js", { PORT: "0", HOST: "127.0.0.1", ...env });
-  for (let i = 0; i < 300; i++) {
-    const port = /"port":([1-9]\d*)[^\n]*listening on HTTP/.exec(run.stderr())?.[1];
-    if (port) return { run, base: `http://127.0.0.1:${port}` };
-    if (run.child.exitCode !== null) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  await run.stop();
-  throw new Error(`dist/http.js did not listen:\n${run.stderr()}`);
+async function startListening(
+  env: Record<string, string>,
+): Promise<{ run: Spawned; base: string }> {
+  const run = await startHttp(env, 15_000);
+  return { run, base: run.url };
 }
 
 describe("the built dist/http.js says which StoreLink it uses", () => {
@@ -114,7 +109,7 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
   });
 
   it("local HTTP without KORRAL_REQUEST_STATE_KEY says once that replicas will not share it", async () => {
-    const { run } = await startHttp({ KORRAL_LOG_DIR: logDir });
+    const { run } = await startListening({ KORRAL_LOG_DIR: logDir });
     started.push(run);
     const warnings = run
       .stderr()
@@ -128,7 +123,7 @@ describe("the built dist/http.js says which StoreLink it uses", () => {
     ["the explicit demo", { KORRAL_STORELINK: "embedded" }, "embedded demo"],
     ["a StoreLink URL", { STORELINK_URL: SECRET_URL }, "storelink.korral.internal:8443"],
   ])("%s: /healthz and the start-up lines name it", async (_what, env, expected) => {
-    const { run, base } = await startHttp({
+    const { run, base } = await startListening({
       NODE_ENV: "production",
       KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
       KORRAL_LOG_DIR: logDir,

@@ -1,7 +1,7 @@
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { runSyncOk } from "../helpers/spawn.js";
 
 /**
  * Every gcloud command the deploy guide tells an operator to run exists in the installed Cloud
@@ -20,7 +20,7 @@ interface Node {
 function cliTree(): Node | undefined {
   let gcloud: string;
   try {
-    gcloud = realpathSync(execFileSync("which", ["gcloud"], { encoding: "utf8" }).trim());
+    gcloud = realpathSync(runSyncOk("which", ["gcloud"]).trim());
   } catch {
     return undefined;
   }

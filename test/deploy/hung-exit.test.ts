@@ -1,4 +1,3 @@
-import { execFileSync, spawn } from "node:child_process";
 import { closeSync, constants, existsSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,7 +6,7 @@ import { until } from "../helpers/delayed-emulator.js";
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
-import { spawnDist } from "../helpers/spawn.js";
+import { listening, runSyncOk, spawnDist, spawnProcess } from "../helpers/spawn.js";
 
 /**
  * SIGTERM ends the process even when a read hangs in the thread pool (the key file a FIFO, as a
@@ -26,7 +25,7 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 async function hungKeyFile(): Promise<{ fifo: string; logDir: string }> {
   const ws = await workspace();
   const fifo = join(ws.logDir, "..", "hung-keys.json");
-  execFileSync("mkfifo", [fifo]);
+  runSyncOk("mkfifo", [fifo]);
   defer(async () => {
     try {
       closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
@@ -63,8 +62,7 @@ describe("a key read hung in the thread pool, then SIGTERM", () => {
       defer(() => server.stop());
       const body = JSON.stringify(toolCall(5, "create_replenishment_order", ORDER));
       if (entry === "http.js") {
-        await until(() => /listening on HTTP/.test(server.stderr()), "the listening line");
-        const port = /"port":(\d+)[^\n]*listening on HTTP/.exec(server.stderr())?.[1];
+        const { port } = await listening(server, 10_000);
         const res = await fetch(`http://127.0.0.1:${port}/mcp`, {
           method: "POST",
           headers: MCP_HEADERS,
@@ -114,7 +112,7 @@ describe.runIf(canRun && !initMissing)(
       // The machine's node in place of the image's; run from the app directory, as the image does.
       const command = IMAGE_COMMAND.map((word) => (word === "node" ? process.execPath : word));
       // --kill-child: when unshare goes, so does the namespace, whatever the test's outcome.
-      const child = spawn(
+      const child = spawnProcess(
         "unshare",
         ["--pid", "--fork", "--mount-proc", "--kill-child", ...command],
         {
@@ -128,21 +126,12 @@ describe.runIf(canRun && !initMissing)(
             HOST: "127.0.0.1",
             PORT: "0",
           },
-          stdio: ["ignore", "ignore", "pipe"],
+          stdin: "ignore",
         },
       );
-      let stderr = "";
-      child.stderr?.on("data", (chunk: Buffer) => {
-        stderr += chunk.toString();
-      });
-      const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
-      defer(async () => {
-        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-        await exit;
-      });
-      await until(() => /listening on HTTP/.test(stderr), "the listening line");
-      expect(stderr).not.toContain("running as PID 1");
-      const port = /"port":(\d+)[^\n]*listening on HTTP/.exec(stderr)?.[1];
+      defer(() => child.kill());
+      const { port } = await listening(child, 10_000);
+      expect(child.stderr()).not.toContain("running as PID 1");
       const res = await fetch(`http://127.0.0.1:${port}/mcp`, {
         method: "POST",
         headers: MCP_HEADERS,
@@ -152,14 +141,14 @@ describe.runIf(canRun && !initMissing)(
       const audit = join(logDir, "audit.log");
       await until(() => existsSync(audit), "the audit line");
       // What `docker stop` and Cloud Run do: SIGTERM to the container's PID 1.
-      const pid1 = Number(execFileSync("pgrep", ["-P", String(child.pid)], { encoding: "utf8" }));
+      const pid1 = Number(runSyncOk("pgrep", ["-P", String(child.pid)]));
       process.kill(pid1, "SIGTERM");
       let cut = false;
       const guard = setTimeout(() => {
         cut = true;
-        child.kill("SIGKILL");
+        child.child.kill("SIGKILL");
       }, 20_000);
-      const code = await exit;
+      const code = await child.exit;
       clearTimeout(guard);
       expect(cut, "the namespace had to be ended from outside").toBe(false);
       // node ended by its watchdog (SIGKILL), as tini reports it: 128 + 9.
@@ -169,26 +158,18 @@ describe.runIf(canRun && !initMissing)(
 
     it("node run as PID 1 itself says at start that a hung exit cannot be ended", async () => {
       const ws = await workspace();
-      const child = spawn(
+      const child = spawnProcess(
         "unshare",
         ["--pid", "--fork", "--mount-proc", "--kill-child", process.execPath, "dist/http.js"],
         {
           cwd: ROOT,
           env: { ...process.env, KORRAL_LOG_DIR: ws.logDir, HOST: "127.0.0.1", PORT: "0" },
-          stdio: ["ignore", "ignore", "pipe"],
+          stdin: "ignore",
         },
       );
-      let stderr = "";
-      child.stderr?.on("data", (chunk: Buffer) => {
-        stderr += chunk.toString();
-      });
-      const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
-      defer(async () => {
-        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-        await exit;
-      });
-      await until(() => /listening on HTTP/.test(stderr), "the listening line");
-      expect(stderr).toMatch(
+      defer(() => child.kill());
+      await listening(child, 10_000);
+      expect(child.stderr()).toMatch(
         /running as PID 1 with no init: a stop whose exit hangs cannot be ended/,
       );
     }, 40_000);

@@ -1,17 +1,22 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type Child, startEmulatorProcess } from "../e2e/processes.js";
 import { type FakeGoogle, startFakeGoogle } from "../helpers/google-idp.js";
 import { type RunningRedis, startRedis } from "../helpers/redis.js";
-import { freePort } from "../helpers/spawn.js";
+import {
+  freePort,
+  runOk,
+  runProcess,
+  type Spawned,
+  spawnProcess,
+  waitForHealthy,
+} from "../helpers/spawn.js";
 
 /**
  * Rehearses the Dockerfile's runtime stage and DEPLOYMENT.md without Docker or Google Cloud:
@@ -24,7 +29,6 @@ import { freePort } from "../helpers/spawn.js";
  * files, as the image's `node` user does.
  */
 const root = join(import.meta.dirname, "../..");
-const run = promisify(execFile);
 const NOBODY = 65534;
 const read = (file: string) => readFileSync(join(root, file), "utf8");
 const SETPRIV = "/usr/bin/setpriv";
@@ -145,20 +149,6 @@ function requestAs(
   });
 }
 
-async function waitForHealth(base: string, child: ChildProcess, stderr: () => string) {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    if (child.exitCode !== null) throw new Error(`server exited early:\n${stderr()}`);
-    try {
-      const res = await fetch(`${base}/healthz`);
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server never became healthy:\n${stderr()}`);
-}
-
 describe("DEPLOYMENT.md rehearsed: production-only install, the documented environment, the smoke test", () => {
   let work: string;
   let app: string;
@@ -167,9 +157,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   let redis: RunningRedis;
   // Google's stand-in: its keys on loopback (KORRAL_TEST_GOOGLE_CERTS_URL), tokens signed here.
   let google: FakeGoogle;
-  let child: ChildProcess | undefined;
-  let stderr = "";
-  let stdout = "";
+  let server: Spawned;
   let port = 0;
   let base = "";
   let serverEnv: NodeJS.ProcessEnv = {};
@@ -187,10 +175,10 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     // Exactly what the runtime stage receives: the manifests, then dist/ from the build stage.
     await cp(join(root, "package.json"), join(app, "package.json"));
     await cp(join(root, "package-lock.json"), join(app, "package-lock.json"));
-    await run(
+    await runOk(
       "npm",
       ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-      { cwd: app, env: { ...process.env, NODE_ENV: "production" } },
+      { cwd: app, env: { ...process.env, NODE_ENV: "production" }, timeoutMs: 240_000 },
     );
     await cp(join(root, "dist"), join(app, "dist"), { recursive: true });
 
@@ -252,16 +240,12 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       : [process.execPath];
     const [file = "", ...prefix] = command;
     // As the image's CMD: node runs the entry directly, from the app directory.
-    child = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env: serverEnv, stdio: "pipe" });
-    child.stderr?.on("data", (d) => (stderr += d));
-    child.stdout?.on("data", (d) => (stdout += d));
-    await waitForHealth(base, child, () => stderr);
+    server = spawnProcess(file, [...prefix, "dist/http.js"], { cwd: app, env: serverEnv });
+    await waitForHealthy(server, `${base}/healthz`);
   }, 300_000);
 
   afterAll(async () => {
-    if (child && child.exitCode === null) {
-      child.kill("SIGKILL");
-    }
+    await server?.kill();
     await emulator?.stop();
     await redis?.kill();
     await google?.close();
@@ -286,7 +270,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       join(work, "mounted", "/etc/korral-ca/storelink-ca.pem"),
     );
     // A path node cannot load is said on stderr at start ("Ignoring extra certs from ...").
-    expect(stderr).not.toMatch(/extra certs/i);
+    expect(server.stderr()).not.toMatch(/extra certs/i);
   });
 
   it("installed no development dependency", () => {
@@ -299,14 +283,11 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   });
 
   it.runIf(dropPrivileges)("runs as a non-root user that cannot write its own code", async () => {
-    const status = readFileSync(`/proc/${child?.pid}/status`, "utf8");
+    const status = readFileSync(`/proc/${server.pid}/status`, "utf8");
     expect(status).toMatch(new RegExp(`^Uid:\\s+${NOBODY}\\s`, "m"));
     const asNobody = [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", "test"];
     const can = (flag: string, path: string) =>
-      run(SETPRIV, [...asNobody, flag, path]).then(
-        () => true,
-        () => false,
-      );
+      runProcess(SETPRIV, [...asNobody, flag, path]).then((ran) => ran.code === 0);
     expect(await can("-r", join(work, "app/dist/http.js"))).toBe(true);
     expect(await can("-w", join(work, "app/dist/http.js"))).toBe(false);
     expect(await can("-w", join(work, "app/node_modules"))).toBe(false);
@@ -315,9 +296,9 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   it("section 4: the limits store comes from Secret Manager, and the service counts on it", () => {
     expect(deployed.env.KORRAL_REDIS_URL).toBe(redis.url);
     expect(deployed.env.KORRAL_LIMITS).toBeUndefined();
-    expect(stderr).toContain('"limits":"shared (redis)"');
-    expect(stderr).toContain("limits store connected");
-    expect(stderr + stdout).not.toContain(redis.password);
+    expect(server.stderr()).toContain('"limits":"shared (redis)"');
+    expect(server.stderr()).toContain("limits store connected");
+    expect(server.stderr() + server.stdout()).not.toContain(redis.password);
   });
 
   /** The deployment as rehearsed without `variable`: its exit code and stderr lines. */
@@ -325,11 +306,13 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     const env: NodeJS.ProcessEnv = { ...serverEnv, PORT: String(await freePort()) };
     delete env[variable];
     const [file = "", ...prefix] = command;
-    const child = spawn(file, [...prefix, "dist/http.js"], { cwd: app, env, stdio: "pipe" });
-    let err = "";
-    child.stderr?.on("data", (d) => (err += d));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    return { code, lines: err.trimEnd().split("\n") };
+    // If it ever started, it would listen: killed after 15 s, failing below.
+    const { code, stderr } = await runProcess(file, [...prefix, "dist/http.js"], {
+      cwd: app,
+      env,
+      timeoutMs: 15_000,
+    });
+    return { code, lines: stderr.trimEnd().split("\n") };
   }
 
   it.each([
@@ -356,7 +339,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     expect(health).toMatchObject({ status: expected.status, name: expected.name });
     expect(health.storelink).toBe(new URL(emulator.url).host);
     expect(health).toMatchObject({ limits: "ok", limits_store: "shared" });
-    expect(stderr).toContain(`"storelink":"${new URL(emulator.url).host}"`);
+    expect(server.stderr()).toContain(`"storelink":"${new URL(emulator.url).host}"`);
   });
 
   it("section 9: the documented tools/call reads live stock from StoreLink, per store", async () => {
@@ -379,10 +362,10 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     ]);
     // KORRAL_LOG_FILES=off on Cloud Run: the trace line goes to stdout for Cloud Logging (at the
     // end of the server's event-loop turn, so it may arrive just after the answer).
-    for (let i = 0; i < 100 && !stdout.includes('"log_type":"trace"'); i++) {
+    for (let i = 0; i < 100 && !server.stdout().includes('"log_type":"trace"'); i++) {
       await new Promise((r) => setTimeout(r, 50));
     }
-    expect(stdout).toContain('"log_type":"trace"');
+    expect(server.stdout()).toContain('"log_type":"trace"');
   });
 
   it("the allowlist serves every documented host name, tagged previews too, and nothing else", async () => {
@@ -456,12 +439,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   });
 
   it("stops cleanly on SIGTERM (what Cloud Run sends to PID 1)", async () => {
-    const proc = child as ChildProcess;
-    const exited = new Promise<number | null>((resolve) =>
-      proc.once("exit", (code) => resolve(code)),
-    );
-    proc.kill("SIGTERM");
-    expect(await exited).toBe(0);
-    expect(stderr).not.toMatch(/Cannot find (module|package)/);
+    server.child.kill("SIGTERM");
+    expect(await server.exit).toBe(0);
+    expect(server.stderr()).not.toMatch(/Cannot find (module|package)/);
   });
 });

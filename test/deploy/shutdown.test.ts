@@ -1,21 +1,21 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { HERO_REASON } from "../helpers/harness.js";
+import { spawnProcess } from "../helpers/spawn.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/slow-http.mjs", import.meta.url));
-const cleanups: (() => void)[] = [];
-afterEach(() => {
-  for (const clean of cleanups.splice(0)) clean();
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const clean of cleanups.splice(0)) await clean();
 });
 
 /** Spawns the built service (via the fixture) and waits for the port it listens on. */
 async function spawnSlowServer(slowMs: number) {
   const logDir = mkdtempSync(join(tmpdir(), "korral-shutdown-"));
-  const child: ChildProcess = spawn(process.execPath, [FIXTURE], {
+  const server = spawnProcess(process.execPath, [FIXTURE], {
     env: {
       ...process.env,
       PORT: "0",
@@ -23,30 +23,14 @@ async function spawnSlowServer(slowMs: number) {
       KORRAL_LOG_DIR: logDir,
       KORRAL_TEST_SLOW_MS: String(slowMs),
     },
-    stdio: ["ignore", "ignore", "pipe"],
+    stdin: "ignore",
   });
-  cleanups.push(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
+  cleanups.push(async () => {
+    await server.kill();
     rmSync(logDir, { recursive: true, force: true });
   });
-  let stderr = "";
-  child.stderr?.setEncoding("utf8");
-  const waitFor = (pattern: RegExp) =>
-    new Promise<RegExpExecArray>((resolve, reject) => {
-      const check = () => {
-        const match = pattern.exec(stderr);
-        if (match) resolve(match);
-        else if (child.exitCode !== null) reject(new Error(`exited: ${stderr}`));
-        else setTimeout(check, 10);
-      };
-      check();
-    });
-  child.stderr?.on("data", (chunk: string) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  const port = Number((await waitFor(/"port":([1-9]\d*)/))[1]);
-  return { child, port, logDir, waitFor, exited, stderr: () => stderr };
+  const port = Number((await server.ready(/"port":([1-9]\d*)/))[1]);
+  return { ...server, port, logDir, waitFor: (pattern: RegExp) => server.ready(pattern) };
 }
 
 const createOrder = (port: number) =>
@@ -87,7 +71,7 @@ describe("SIGTERM", () => {
     expect(body.result.isError).toBeFalsy();
     expect(body.result.structuredContent.order_id).toBe("RPL-47-001");
 
-    expect(await server.exited).toBe(0);
+    expect(await server.exit).toBe(0);
     expect(server.stderr()).toContain("FIXTURE_AFTER_CLOSE");
     const audit = readFileSync(join(server.logDir, "audit.jsonl"), "utf8");
     expect(audit).toContain('"outcome":"CREATED"');
@@ -99,6 +83,6 @@ describe("SIGTERM", () => {
     // A kept-alive idle connection must not hold the shutdown open.
     expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200);
     server.child.kill("SIGTERM");
-    expect(await server.exited).toBe(0);
+    expect(await server.exit).toBe(0);
   });
 });

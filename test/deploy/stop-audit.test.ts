@@ -6,7 +6,7 @@ import { type DelayedOrders, startDelayedEmulator, until } from "../helpers/dela
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, MCP_HEADERS, modernHeaders, modernMeta, toolCall } from "../helpers/rpc.js";
-import { type Spawned, spawnDist } from "../helpers/spawn.js";
+import { listening, type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
  * Every write that reached StoreLink leaves exactly one audit line, even when the process is told
@@ -45,12 +45,7 @@ async function setUp(delay: 0 | "held", entry: "http.js" | "stdio.js", graceMs: 
 }
 
 async function portOf(server: Spawned): Promise<number> {
-  let port: string | undefined;
-  await until(() => {
-    port = /"port":(\d+)[^\n]*listening on HTTP/.exec(server.stderr())?.[1];
-    return port !== undefined;
-  }, "the HTTP server to listen");
-  return Number(port);
+  return (await listening(server, 10_000)).port;
 }
 
 /** POSTs the create (or `body`) and returns the request, so the test can drop its socket. */

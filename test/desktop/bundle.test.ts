@@ -1,13 +1,12 @@
-import { execFile } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { getMcpConfigForManifest, type McpbManifestAny } from "@anthropic-ai/mcpb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOOL_NAMES } from "../../src/tools/names.js";
+import { runOk } from "../helpers/spawn.js";
 import { HERO_STORE_47, type Launch, runDemoFlow } from "./demo-flow.js";
 
 /**
@@ -19,7 +18,6 @@ import { HERO_STORE_47, type Launch, runDemoFlow } from "./demo-flow.js";
  */
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const MCPB_CLI = join(ROOT, "node_modules/@anthropic-ai/mcpb/dist/cli/cli.js");
-const run = promisify(execFile);
 
 function filesUnder(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: "utf8" })
@@ -40,10 +38,10 @@ describe("desktop bundle (korral-storelink.mcpb)", () => {
     expect(existsSync(join(ROOT, "dist/stdio.js")), "npm test builds dist/ first").toBe(true);
     work = await mkdtemp(join(tmpdir(), "korral-mcpb-test-"));
     const bundle = join(work, "korral-storelink.mcpb");
-    await run(process.execPath, [join(ROOT, "scripts/pack-desktop.mjs"), bundle], { cwd: ROOT });
+    await runOk(process.execPath, [join(ROOT, "scripts/pack-desktop.mjs"), bundle], { cwd: ROOT });
     bundleBytes = statSync(bundle).size;
     unpacked = join(work, "installed");
-    await run(process.execPath, [MCPB_CLI, "unpack", bundle, unpacked]);
+    await runOk(process.execPath, [MCPB_CLI, "unpack", bundle, unpacked]);
     files = filesUnder(unpacked);
     manifest = JSON.parse(readFileSync(join(unpacked, "manifest.json"), "utf8"));
 

@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { type CallToolResult, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { HERO_REASON } from "../helpers/harness.js";
+import { stdioTransport } from "../helpers/spawn.js";
 
 /** How a desktop client starts the server: what a config snippet or a bundle manifest says. */
 export interface Launch {
@@ -34,7 +34,7 @@ export async function runDemoFlow(
   launch: Launch,
   options: { order?: boolean } = {},
 ): Promise<DemoRun> {
-  const transport = new StdioClientTransport({ ...launch, stderr: "pipe" });
+  const transport = stdioTransport({ ...launch, stderr: "pipe" });
   let stderr = "";
   transport.stderr?.on("data", (chunk: Buffer) => {
     stderr += chunk.toString();

@@ -1,86 +1,32 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { tracked } from "../helpers/spawn.js";
+import { DIST, type Listening, listening, spawnProcess } from "../helpers/spawn.js";
 
-/** Spawns the built dist/*.js programs on 127.0.0.1:0 and finds their ports from stderr. */
+/** The built dist/*.js programs on 127.0.0.1:0, with only PATH of this environment. */
 
-const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
+export type Child = Listening;
 
-export interface Child {
-  proc: ChildProcess;
-  url: string;
-  stderr(): string;
-  stop(): Promise<void>;
-}
+/** How long a start may take on a loaded machine before it counts as failed (and is killed). */
+const START_MS = 45_000;
 
-async function spawnListening(
-  script: string,
-  env: Record<string, string>,
-  urlFrom: (stderr: string) => string | undefined,
-): Promise<Child> {
-  const proc = tracked(
-    spawn(process.execPath, [join(DIST, script)], {
-      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", ...env },
-      stdio: ["ignore", "ignore", "pipe"],
-    }),
-  );
-  let stderr = "";
-  proc.stderr?.setEncoding("utf8");
-  const url = await new Promise<string>((resolve, reject) => {
-    // A start that never comes is killed: a failed wait must not leave a server running.
-    const timer = setTimeout(() => {
-      proc.kill("SIGKILL");
-      reject(new Error(`${script} did not start: ${stderr}`));
-    }, 45_000);
-    proc.stderr?.on("data", (chunk: string) => {
-      stderr += chunk;
-      const found = urlFrom(stderr);
-      if (found) {
-        clearTimeout(timer);
-        resolve(found);
-      }
-    });
-    proc.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${script} exited with ${code}: ${stderr}`));
-    });
+const start = (script: string, env: Record<string, string>) =>
+  spawnProcess(process.execPath, [join(DIST, script)], {
+    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", ...env },
+    stdin: "ignore",
   });
-  return {
-    proc,
-    url,
-    stderr: () => stderr,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-        const timer = setTimeout(() => proc.kill("SIGKILL"), 5_000);
-        proc.once("exit", () => {
-          clearTimeout(timer);
-          resolve();
-        });
-        proc.kill("SIGTERM");
-      }),
-  };
-}
 
-export function startEmulatorProcess(env: Record<string, string> = {}): Promise<Child> {
-  return spawnListening(
-    "storelink-emulator.js",
-    env,
-    (s) => /storelink-emulator listening on (http:\/\/\S+)/.exec(s)?.[1],
-  );
+export async function startEmulatorProcess(env: Record<string, string> = {}): Promise<Child> {
+  const run = start("storelink-emulator.js", env);
+  const [, url] = await run.ready(/storelink-emulator listening on (http:\/\/\S+)/, START_MS);
+  return Object.assign(run, { port: Number(new URL(url as string).port), url: url as string });
 }
 
 export function startMcpHttpProcess(env: Record<string, string>): Promise<Child> {
-  return spawnListening("http.js", env, (s) => {
-    const port = /"port":(\d+)[^\n]*listening on HTTP/.exec(s)?.[1];
-    return port ? `http://127.0.0.1:${port}` : undefined;
-  });
+  return listening(start("http.js", env), START_MS);
 }
 
 /** A temp dir with keys.json (the given keys) and an empty log dir, removed by cleanup(). */

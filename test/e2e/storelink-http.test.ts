@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { errorOf, HERO_REASON } from "../helpers/harness.js";
+import { forTheFile } from "../helpers/spawn.js";
 import {
   type Child,
   callTool,
@@ -56,7 +57,8 @@ describe("two MCP HTTP processes over one StoreLink emulator", () => {
 
   it("survives a restart of the process that made it, and numbering goes on", async () => {
     await a.stop();
-    a = await startMcpHttpProcess(mcpEnv());
+    // In place of the one the file started: the next test uses it too.
+    a = await forTheFile(() => startMcpHttpProcess(mcpEnv()));
     const read = await callTool(a.url, "get_replenishment_status", {
       store_id: "47",
       order_id: "RPL-47-001",
@@ -80,7 +82,7 @@ describe("two MCP HTTP processes over one StoreLink emulator", () => {
     expect(errorOf(write).type).toBe("storelink_unavailable");
 
     for (const child of [a, b]) {
-      expect(child.proc.exitCode).toBeNull();
+      expect(child.child.exitCode).toBeNull();
       expect((await fetch(new URL("/healthz", child.url))).status).toBe(200);
     }
   });
@@ -114,7 +116,7 @@ describe("a connection cut after the POST reached the emulator", () => {
       order_id: "RPL-47-001",
     });
     expect(read.structuredContent).toMatchObject({ order_id: "RPL-47-001" });
-    expect(mcp.proc.exitCode).toBeNull();
+    expect(mcp.child.exitCode).toBeNull();
   });
 
   it("audits UNCERTAIN, and a resend comes back as the landed order (REPLAYED), not a second truck", async () => {

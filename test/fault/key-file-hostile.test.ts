@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { closeSync, constants, openSync } from "node:fs";
 import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -7,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { FileKeyProvider } from "../../src/keys/file.js";
 import { KeySourceError } from "../../src/keys/provider.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import { runSyncOk } from "../helpers/spawn.js";
 
 /** The key file as an unlucky operator leaves it: hung, BOM-prefixed, missing, broken. */
 
@@ -37,7 +37,7 @@ describe("a key read that never finishes", () => {
     const d = await dir();
     const path = join(d, "keys.json");
     // A FIFO with no writer: opening it for reading blocks, as a read on a hung mount does.
-    execFileSync("mkfifo", [path]);
+    runSyncOk("mkfifo", [path]);
     const keys = new FileKeyProvider(path, { deadlineMs: 200, report: () => {} });
     // The failure names the deadline it hit; a lookup that waited on the read would never end.
     const hung = await failureOf(keys.getKey("47"));
@@ -55,7 +55,7 @@ describe("a key read that never finishes", () => {
   it("does not pile hung reads onto the thread pool: past two it fails at once", async () => {
     const d = await dir();
     const path = join(d, "keys.json");
-    execFileSync("mkfifo", [path]);
+    runSyncOk("mkfifo", [path]);
     const keys = new FileKeyProvider(path, { deadlineMs: 1_000, report: () => {} });
     await failureOf(keys.getKey("47", { fresh: true }));
     await failureOf(keys.getKey("47", { fresh: true }));

@@ -1,10 +1,9 @@
-import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { tempWorkspace } from "../helpers/fixtures.js";
-import { spawnDist } from "../helpers/spawn.js";
+import { runSyncOk, spawnDist } from "../helpers/spawn.js";
 
 /**
  * An audit or trace path that is not a regular file is refused at start with one line: a FIFO
@@ -32,13 +31,13 @@ async function startWith(dir: string, entry: "stdio.js" | "http.js") {
 
 describe.each(["stdio.js", "http.js"] as const)("dist/%s", (entry) => {
   it.each([
-    ["audit.log as a FIFO", "audit.log", (path: string) => execFileSync("mkfifo", [path])],
-    ["trace.jsonl as a FIFO", "trace.jsonl", (path: string) => execFileSync("mkfifo", [path])],
+    ["audit.log as a FIFO", "audit.log", (path: string) => runSyncOk("mkfifo", [path])],
+    ["trace.jsonl as a FIFO", "trace.jsonl", (path: string) => runSyncOk("mkfifo", [path])],
     ["audit.log as a directory", "audit.log", (path: string) => mkdir(path)],
     [
       "audit.log as a link to /dev/null",
       "audit.log",
-      (path: string) => execFileSync("ln", ["-s", "/dev/null", path]),
+      (path: string) => runSyncOk("ln", ["-s", "/dev/null", path]),
     ],
   ])("%s: exit 2 with one line naming it", async (_name, file, make) => {
     const dir = await logDir();

@@ -13,6 +13,7 @@ import {
   startRedis,
   TEST_REDIS_PASSWORD,
 } from "../helpers/redis.js";
+import { forTheFile } from "../helpers/spawn.js";
 
 /**
  * The cap under faults, as a fleet meets them: four built replicas, each reaching Redis through a
@@ -104,7 +105,7 @@ describe.runIf(REDIS_AVAILABLE)("the cap under faults", () => {
       const killed = (async () => {
         await until(() => fleet.storelink.received > 0 || round > 0, "a first write");
         const old = fleet.replicas[victim] as Replica;
-        old.proc.kill("SIGKILL");
+        old.child.kill("SIGKILL");
         fleet.replicas[victim] = await fleet.start();
       })();
       // Once, Redis itself dies mid-batch and comes back on its data.
@@ -112,7 +113,7 @@ describe.runIf(REDIS_AVAILABLE)("the cap under faults", () => {
         round === 4
           ? (async () => {
               await redis.kill();
-              redis = await startRedis({ port: redis.port, persistIn: dataDir });
+              redis = await forTheFile(() => startRedis({ port: redis.port, persistIn: dataDir }));
             })()
           : Promise.resolve();
       await Promise.all([...batch, killed, restarted]);

@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +11,7 @@ import {
   startRedis,
   TEST_REDIS_PASSWORD,
 } from "../helpers/redis.js";
+import { runSyncOk } from "../helpers/spawn.js";
 
 /**
  * `rediss://` as Memorystore for Redis serves it (in-transit encryption, server authentication):
@@ -31,7 +31,7 @@ function throwawayCa(dir: string, ip = "127.0.0.1"): { ca: string; cert: string;
   const cert = join(dir, `server-${ip}.pem`);
   const ext = join(dir, `ext-${ip}.cnf`);
   writeFileSync(ext, `subjectAltName=IP:${ip}\nextendedKeyUsage=serverAuth\n`);
-  const openssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "ignore" });
+  const openssl = (...args: string[]) => runSyncOk("openssl", args, { stdio: "ignore" });
   if (!existsSync(ca)) {
     openssl("genrsa", "-out", caKey, "2048");
     openssl(

@@ -12,6 +12,7 @@ import {
   startRedis,
   TEST_REDIS_PASSWORD,
 } from "../helpers/redis.js";
+import { forTheFile } from "../helpers/spawn.js";
 
 /**
  * Built replicas (`dist/http.js`) against one real Redis and one StoreLink: the order cap and the
@@ -107,8 +108,8 @@ describe.runIf(REDIS_AVAILABLE)("a fleet on one Redis", () => {
       expect(outcomeOf(await call(replica.url, "create_replenishment_order", order()))).toBe("ok");
     }
     const old = fleet.replicas[0] as Replica;
-    old.proc.kill("SIGKILL");
-    await until(() => old.proc.exitCode !== null || old.proc.signalCode !== null, "the kill");
+    old.child.kill("SIGKILL");
+    await until(() => old.child.exitCode !== null || old.child.signalCode !== null, "the kill");
     const restarted = await fleet.start();
     fleet.replicas[0] = restarted;
     expect(outcomeOf(await call(restarted.url, "create_replenishment_order", order()))).toBe(
@@ -192,7 +193,7 @@ describe.runIf(REDIS_AVAILABLE)("Redis gone: writes fail closed, reads go on", (
     await until(() => a.stderr().includes("limits store unreachable"), "the outage line");
     expect(a.stderr().split("limits store unreachable").length - 1).toBe(1);
 
-    redis = await startRedis({ port });
+    redis = await forTheFile(() => startRedis({ port }));
     await until(
       () => a.stderr().includes("limits store reachable again"),
       "the recovery line",

@@ -3,6 +3,7 @@ import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type Child, startMcpHttpProcess, tempWorkspace } from "../e2e/processes.js";
 import { type DelayedOrders, startDelayedEmulator } from "./delayed-emulator.js";
 import { MCP_HEADERS, toolCall } from "./rpc.js";
+import { currentScope, inScope } from "./spawn.js";
 
 /**
  * A fleet as Cloud Run runs it: several built `dist/http.js` replicas in front of one StoreLink
@@ -38,8 +39,10 @@ export async function startFleet(
     ...env,
   };
   const started: Child[] = [];
+  // A replica started later (a restart, in a test) is the fleet's, as long-lived as the fleet.
+  const scope = currentScope();
   const start = async (extra: Record<string, string> = {}) => {
-    const child = await startMcpHttpProcess({ ...fleetEnv, ...extra });
+    const child = await inScope(scope, () => startMcpHttpProcess({ ...fleetEnv, ...extra }));
     started.push(child);
     return child;
   };

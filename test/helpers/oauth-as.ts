@@ -1,6 +1,4 @@
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import {
   type CryptoKey,
@@ -11,13 +9,14 @@ import {
   type JWTPayload,
   SignJWT,
 } from "jose";
-import { tracked } from "./spawn.js";
+import { spawnProcess } from "./spawn.js";
 
 /**
  * A real authorization server for the tests: test/fixtures/oauth-as.mjs (oidc-provider) as a
- * child process on 127.0.0.1, with an ES256 key made for this run. It exits when the test stops
- * it, when the test process goes (its stdin closes), and is killed by the set-up file after the
- * test file whatever happened (it is tracked like a spawned server); a start that fails kills it.
+ * child process on 127.0.0.1, with an ES256 key made for this run, started through the one spawn
+ * helper (test/helpers/spawn.ts): it exits when the test stops it or its stdin closes, a start
+ * that fails kills it, and whatever happens it never outlives its test (or its file, when a
+ * `beforeAll` started it).
  *
  * The test keeps the signing key, to forge what the AS would never issue (an expired token, one
  * without `exp`, one of another issuer) with a signature the server's key set accepts.
@@ -74,45 +73,22 @@ export async function startAuthorizationServer(options: {
   const privateJwk = { ...(await exportJWK(privateKey)), kid };
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: "ES256", use: "sig" };
   const node = existsSync(NODE_22) ? NODE_22 : process.execPath;
-  const child = tracked(
-    spawn(node, [FIXTURE], {
-      env: {
-        PATH: process.env.PATH ?? "",
-        AS_SIGNING_KEY: JSON.stringify(privateJwk),
-        AS_RESOURCES: options.resources.join(","),
-        AS_SERVICE_CLIENTS: JSON.stringify(options.clients ?? [AGENT, REPORTER]),
-      },
-      stdio: ["pipe", "pipe", "pipe"],
-    }),
-  );
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
+  const run = spawnProcess(node, [FIXTURE], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      AS_SIGNING_KEY: JSON.stringify(privateJwk),
+      AS_RESOURCES: options.resources.join(","),
+      AS_SERVICE_CLIENTS: JSON.stringify(options.clients ?? [AGENT, REPORTER]),
+    },
   });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const issuer = (await run.ready(/^\{"issuer":"([^"]+)"\}$/m, 30_000))[1] as string;
+  /** The end of its stdin stops it; SIGKILL if it has not gone after 5 s. */
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.stdin.end();
-      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    run.child.stdin?.end();
+    const timer = setTimeout(() => void run.kill(), 5_000);
+    await run.exit;
+    clearTimeout(timer);
   };
-  let issuer: string;
-  try {
-    issuer = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("the AS did not start in 20 s")), 20_000);
-      child.once("exit", (code) => reject(new Error(`the AS exited (${code}) before listening`)));
-      createInterface({ input: child.stdout }).once("line", (line) => {
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { issuer: string }).issuer);
-      });
-    });
-  } catch (error) {
-    child.kill("SIGKILL");
-    await exited;
-    throw new Error(`${(error as Error).message}; its stderr: ${stderr}`);
-  }
 
   const tokenFor = async (client: ServiceClient, resource: string | undefined, scope?: string) => {
     const basic = Buffer.from(`${client.clientId}:${client.clientSecret}`).toString("base64");
@@ -148,7 +124,7 @@ export async function startAuthorizationServer(options: {
     publicJwk,
     tokenFor,
     forge,
-    stderr: () => stderr,
+    stderr: run.stderr,
     stop,
   };
 }

@@ -1,10 +1,7 @@
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
-
-const run = promisify(execFile);
+import { runOk } from "./spawn.js";
 
 /** The official Python MCP client this project is tested against. */
 export const PYTHON_MCP = "mcp==2.3.0";
@@ -22,11 +19,11 @@ export async function pythonWithMcp(): Promise<string> {
   const python = join(VENV, "bin", "python");
   const ready = join(VENV, ".installed");
   if (!existsSync(ready)) {
-    await run("python3", ["-m", "venv", "--clear", VENV], { timeout: 120_000 });
-    await run(python, ["-m", "pip", "install", "--quiet", "--retries", "0", PYTHON_MCP], {
-      timeout: 240_000,
+    await runOk("python3", ["-m", "venv", "--clear", VENV], { timeoutMs: 120_000 });
+    await runOk(python, ["-m", "pip", "install", "--quiet", "--retries", "0", PYTHON_MCP], {
+      timeoutMs: 240_000,
     });
-    await run(python, ["-c", `open(r'''${ready}''', 'w').close()`]);
+    await runOk(python, ["-c", `open(r'''${ready}''', 'w').close()`]);
   }
   return python;
 }

@@ -1,4 +1,3 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
@@ -6,22 +5,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js";
 import { until } from "./delayed-emulator.js";
-import { freePort } from "./spawn.js";
+import { freePort, runSync, spawnProcess } from "./spawn.js";
 
 /**
  * A real Redis for the tests: Debian's `redis-server`, on a loopback port, with a password and
- * no persistence, stopped by the test (and by itself if the test process dies: it is a child).
+ * no persistence, stopped by the test (started as every test process is: test/helpers/spawn.ts).
  */
 
 const INSTALL = "apt-get install redis-server";
 
 function hasRedisServer(): boolean {
-  try {
-    execFileSync("redis-server", ["--version"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
+  return runSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
 }
 
 /**
@@ -49,6 +43,8 @@ export interface RedisOptions {
   tls?: { cert: string; key: string; ca: string };
   /** More `redis-server` arguments (a `--maxmemory`, say), after the others. */
   args?: string[];
+  /** How long it may take to listen before the start fails (and it is killed). */
+  startWithinMs?: number;
 }
 
 export interface RunningRedis {
@@ -100,44 +96,43 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
       : ["--port", String(port)]),
     ...(options.args ?? []),
   ];
-  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
-  let log = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    log += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    log += chunk.toString();
-  });
-  const exited = once(child, "exit");
-  await waitForPort(port, () => log);
+  const server = spawnProcess("redis-server", args, { stdin: "ignore" });
+  const log = () => server.stdout() + server.stderr();
+  const removeDir = () => {
+    if (!options.persistIn) rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await server.until(
+      () => portOpen(port),
+      `listening on ${port}`,
+      options.startWithinMs ?? 10_000,
+    );
+  } catch (error) {
+    removeDir();
+    throw error;
+  }
   const scheme = options.tls ? "rediss" : "redis";
   return {
     port,
     password,
     url: `${scheme}://:${encodeURIComponent(password)}@127.0.0.1:${port}`,
-    log: () => log,
+    log,
     async kill() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-      await exited;
-      if (!options.persistIn) rmSync(dir, { recursive: true, force: true });
+      await server.kill();
+      removeDir();
     },
   };
 }
 
-async function waitForPort(port: number, log: () => string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      socket.once("connect", () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once("error", () => resolve(false));
+function portOpen(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
     });
-    if (open) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`redis-server did not listen on ${port}: ${log()}`);
+    socket.once("error", () => resolve(false));
+  });
 }
 
 /** This process's limits store on `url`, once connected and checked (close it after the test). */

@@ -20,7 +20,7 @@ beforeAll(async () => {
     KORRAL_KEYS_FILE: ws.keysFile,
     KORRAL_LOG_DIR: ws.logDir,
   });
-  await waitForHealthy(`${base}/healthz`);
+  await waitForHealthy(server, `${base}/healthz`);
 });
 
 afterAll(async () => {

@@ -55,7 +55,7 @@ beforeAll(async () => {
     KORRAL_OAUTH_RESOURCE: resource,
     KORRAL_RATE_LIMIT_PER_MIN: "0",
   });
-  await waitForHealthy(`${base}/healthz`);
+  await waitForHealthy(server, `${base}/healthz`);
 });
 
 afterAll(async () => {
@@ -218,7 +218,7 @@ describe("KORRAL_AUTH=oauth: the caller is the verified principal", () => {
       KORRAL_RATE_LIMIT_PER_MIN: "1",
     });
     try {
-      await waitForHealthy(`${limitedBase}/healthz`);
+      await waitForHealthy(limited, `${limitedBase}/healthz`);
       /** One read; `as` the credential header (Cloud Run's preferred one, or the standard). */
       const read = async (token: string, extra: Record<string, string> = {}) => {
         const res = await fetch(`${limitedBase}/mcp`, {

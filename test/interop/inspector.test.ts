@@ -1,14 +1,19 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { TOOL_NAMES } from "../../src/tools/names.js";
 import { HERO_REASON } from "../helpers/harness.js";
-import { DIST, freePort, type Spawned, spawnDist, waitForHealthy } from "../helpers/spawn.js";
+import {
+  DIST,
+  freePort,
+  runOk,
+  type Spawned,
+  spawnDist,
+  waitForHealthy,
+} from "../helpers/spawn.js";
 
 /**
  * The official MCP Inspector CLI (@modelcontextprotocol/inspector-cli, pinned) lists and calls
@@ -16,7 +21,6 @@ import { DIST, freePort, type Spawned, spawnDist, waitForHealthy } from "../help
  * agrees the server speaks the protocol.
  */
 
-const run = promisify(execFile);
 const INSPECTOR = fileURLToPath(
   new URL("../../node_modules/@modelcontextprotocol/inspector-cli/build/index.js", import.meta.url),
 );
@@ -40,7 +44,7 @@ beforeAll(async () => {
     KORRAL_KEYS_FILE: keysFile,
     KORRAL_LOG_DIR: join(dir, "http-log"),
   });
-  await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+  await waitForHealthy(http, `http://127.0.0.1:${port}/healthz`);
 });
 afterAll(async () => {
   await http?.stop();
@@ -49,9 +53,9 @@ afterAll(async () => {
 
 /** Runs the inspector CLI against a target and parses the JSON it prints. */
 async function inspector(target: string[], ...args: string[]): Promise<Record<string, unknown>> {
-  const { stdout } = await run(process.execPath, [INSPECTOR, ...target, ...args], {
+  const { stdout } = await runOk(process.execPath, [INSPECTOR, ...target, ...args], {
     env,
-    timeout: 30_000,
+    timeoutMs: 30_000,
   });
   return JSON.parse(stdout) as Record<string, unknown>;
 }

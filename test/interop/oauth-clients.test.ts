@@ -47,7 +47,7 @@ beforeAll(async () => {
     KORRAL_OAUTH_ISSUER: as.issuer,
     KORRAL_OAUTH_RESOURCE: resource,
   });
-  await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+  await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
 });
 
 afterAll(async () => {

@@ -1,14 +1,10 @@
-import { execFile } from "node:child_process";
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
 import { TOOL_NAMES } from "../../src/tools/names.js";
 import { tempWorkspace } from "../helpers/fixtures.js";
 import { PYTHON_CLIENT, pythonWithMcp } from "../helpers/python.js";
-import { DIST, freePort, spawnDist, waitForHealthy } from "../helpers/spawn.js";
-
-const run = promisify(execFile);
+import { DIST, freePort, runOk, spawnDist, waitForHealthy } from "../helpers/spawn.js";
 
 let python: string;
 beforeAll(async () => {
@@ -24,9 +20,9 @@ interface Outcome {
 }
 
 async function drive(target: string, answer: "accept" | "decline", env: Record<string, string>) {
-  const { stdout } = await run(python, [PYTHON_CLIENT, target, answer], {
+  const { stdout } = await runOk(python, [PYTHON_CLIENT, target, answer], {
     env: { ...process.env, ...env },
-    timeout: 60_000,
+    timeoutMs: 60_000,
   });
   return JSON.parse(stdout.trim().split("\n").at(-1) ?? "") as Outcome;
 }
@@ -48,7 +44,7 @@ describe.each(["http", "stdio"] as const)(
       }
       const port = await freePort();
       const server = spawnDist("http.js", { ...env, PORT: String(port), HOST: "127.0.0.1" });
-      await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+      await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
       return { target: `http://127.0.0.1:${port}/mcp`, env: {}, stop: () => server.stop() };
     }
 

@@ -8,7 +8,14 @@ import {
   startRedis,
   TEST_REDIS_PASSWORD,
 } from "../helpers/redis.js";
-import { spawnDist } from "../helpers/spawn.js";
+import { runToExit as runEntryToExit } from "../helpers/spawn.js";
+
+/**
+ * Runs a built entry to its exit, its stdin at its end; the guard only ends a server that never
+ * stops (a failure), generous because the refusal needs a connection and a reply on a busy machine.
+ */
+const runToExit = (entry: string, env: Record<string, string>) =>
+  runEntryToExit(entry, env, { timeoutMs: 60_000, stdin: "ignore" });
 
 /**
  * The cap's slots are keys with a TTL: under any maxmemory-policy but noeviction, Redis may
@@ -23,19 +30,6 @@ afterAll(async () => {
   for (const limits of opened) await limits.close();
   await Promise.all(running.map((redis) => redis.kill()));
 });
-
-/**
- * Runs a built entry to its exit; the guard only ends a server that never stops (a failure),
- * generous because the refusal needs a connection and a reply on a busy machine.
- */
-async function runToExit(entry: string, env: Record<string, string>) {
-  const run = spawnDist(entry, { PORT: "0", HOST: "127.0.0.1", ...env });
-  run.child.stdin?.end();
-  const guard = setTimeout(() => run.child.kill("SIGKILL"), 60_000);
-  const code = await run.exit;
-  clearTimeout(guard);
-  return { code, stderr: run.stderr(), stdout: run.stdout() };
-}
 
 async function redisWith(policy: string): Promise<RunningRedis> {
   const redis = await startRedis({ maxmemoryPolicy: policy });

@@ -23,6 +23,7 @@ import {
   TEST_REDIS_PASSWORD,
 } from "../helpers/redis.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
+import { forTheFile } from "../helpers/spawn.js";
 
 /**
  * The shared limits store gone mid-run (a real Redis, SIGKILLed): every write attempt, on every
@@ -91,7 +92,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store unreachable", () => {
       expect(down).toHaveLength(1);
       expect(log.text()).not.toContain(TEST_REDIS_PASSWORD);
 
-      redis = await startRedis({ port });
+      redis = await forTheFile(() => startRedis({ port }));
       await until(() => limits.health.state === "ok", "the reconnection", 20_000);
       expect((await h.call("create_replenishment_order", ORDER)).isError).toBeFalsy();
       const second = await modernWrite(app, { state: await roundOne(app), answer: YES });

@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/delayed-emulator.js";
-import { spawnDist } from "../helpers/spawn.js";
+import { listening, spawnDist } from "../helpers/spawn.js";
 
 /**
  * No text a Redis server (or a proxy in front of it) sends back reaches a log: only the error's
@@ -71,11 +71,7 @@ describe("a Redis that quotes the password in its errors", () => {
         KORRAL_REDIS_URL: `redis://:${encodeURIComponent(PASSWORD)}@127.0.0.1:${ports[which]}`,
       });
       try {
-        await until(
-          () => run.stderr().includes("listening on HTTP"),
-          "the server to listen",
-          30_000,
-        );
+        await listening(run, 30_000);
         await until(
           () => run.stderr().includes("limits store unreachable"),
           "the outage line",

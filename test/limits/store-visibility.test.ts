@@ -3,7 +3,7 @@ import { connectRedisLimits, type RedisLimits } from "../../src/limits/redis.js"
 import { until } from "../helpers/delayed-emulator.js";
 import { captureOpsLog } from "../helpers/ops-log.js";
 import { REDIS_AVAILABLE, type RunningRedis, startRedis } from "../helpers/redis.js";
-import { freePort, type Spawned, spawnDist } from "../helpers/spawn.js";
+import { freePort, listening, type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
  * The limits store's state is visible: /healthz (still 200) says whether writes can be checked;
@@ -33,13 +33,6 @@ async function health(port: number): Promise<Record<string, unknown>> {
   return (await res.json()) as Record<string, unknown>;
 }
 
-function listeningPort(run: Spawned): number | undefined {
-  const line = lines(run.stderr()).find((l) => l.message.includes("listening on HTTP")) as
-    | { port?: number }
-    | undefined;
-  return line?.port;
-}
-
 describe.runIf(REDIS_AVAILABLE)("the limits store's state, seen from outside", () => {
   it("a store that comes up after the instance: no outage line, the cause said once, /healthz unavailable then ok", async () => {
     const port = await freePort();
@@ -50,8 +43,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store's state, seen from outside", (
       KORRAL_REDIS_URL: `redis://:warm-up-password-71@127.0.0.1:${port}`,
     });
     spawned.push(run);
-    await until(() => listeningPort(run) !== undefined, "the server to listen", 30_000);
-    const http = listeningPort(run) as number;
+    const { port: http } = await listening(run, 30_000);
     // Start-up waited 5 s for the store: the client retried many times meanwhile.
     expect(await health(http)).toMatchObject({
       status: "ok",
@@ -100,8 +92,7 @@ describe.runIf(REDIS_AVAILABLE)("the limits store's state, seen from outside", (
       KORRAL_REDIS_URL: redis.url,
     });
     spawned.push(run);
-    await until(() => listeningPort(run) !== undefined, "the server to listen", 30_000);
-    const http = listeningPort(run) as number;
+    const { port: http } = await listening(run, 30_000);
     expect(await health(http)).toMatchObject({ limits: "ok", limits_store: "shared" });
     const port = redis.port;
     await redis.kill();

@@ -240,7 +240,7 @@ beforeAll(async () => {
     KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
     NODE_OPTIONS: `--require=${probe}`,
   });
-  await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+  await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
 });
 
 afterAll(async () => {

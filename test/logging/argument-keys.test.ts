@@ -37,6 +37,7 @@ describe("argument keys that mean something to JavaScript", () => {
     const line = formatTraceLine({
       ts: "t",
       request_id: "req_1",
+      by: "user:alice@korral.example",
       tool: "lookup_sku",
       store_id: null,
       status: "error",

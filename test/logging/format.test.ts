@@ -10,13 +10,14 @@ const created: AuditRecord = {
   sku: "8847291",
   quantity: 24,
   request_id: "req_9b0ab68b",
+  by: "user:alice@korral.example",
   reason: "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24.",
 };
 
 describe("audit line", () => {
   it("matches the spec's CREATED line exactly", () => {
     expect(formatAuditLine(created)).toBe(
-      '2026-08-13T12:49:20.918Z CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_9b0ab68b reason="Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24."',
+      '2026-08-13T12:49:20.918Z CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_9b0ab68b by=user:alice@korral.example reason="Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24."',
     );
   });
 
@@ -28,11 +29,12 @@ describe("audit line", () => {
         outcome: "REJECTED",
         order_id: null,
         request_id: "req_d419e212",
+        by: "user:alice@korral.example",
         detail: "reason: is placeholder text",
         reason: "n/a",
       }),
     ).toBe(
-      '2026-08-13T12:49:20.919Z REJECTED - store=47 sku=8847291 qty=24 req=req_d419e212 detail="reason: is placeholder text" reason="n/a"',
+      '2026-08-13T12:49:20.919Z REJECTED - store=47 sku=8847291 qty=24 req=req_d419e212 by=user:alice@korral.example detail="reason: is placeholder text" reason="n/a"',
     );
   });
 
@@ -60,6 +62,15 @@ describe("audit line", () => {
     );
   });
 
+  it("says who right after req=, and the client after who when the token named one", () => {
+    expect(formatAuditLine({ ...created, client: "claude-code" })).toContain(
+      " req=req_9b0ab68b by=user:alice@korral.example client=claude-code reason=",
+    );
+    expect(formatAuditLine({ ...created, by: 'user:x" reason="forged' })).toContain(
+      'by="user:x\\" reason=\\"forged" reason="Gap',
+    );
+  });
+
   it("writes a missing reason as reason=-", () => {
     expect(formatAuditLine({ ...created, reason: null })).toMatch(/ reason=-$/);
   });
@@ -69,6 +80,7 @@ describe("trace line", () => {
   const trace: TraceRecord = {
     ts: "2026-08-13T12:49:20.917Z",
     request_id: "req_9b0ab68b",
+    by: "user:alice@korral.example",
     tool: "create_replenishment_order",
     store_id: "47",
     status: "ok",
@@ -79,7 +91,7 @@ describe("trace line", () => {
 
   it("has the spec's fields in the spec's order", () => {
     expect(formatTraceLine(trace)).toBe(
-      '{"ts":"2026-08-13T12:49:20.917Z","request_id":"req_9b0ab68b","tool":"create_replenishment_order","store_id":"47","status":"ok","error":null,"duration_ms":1,"args":{"store_id":"47","sku":"8847291","quantity":24,"reason":"r"}}',
+      '{"ts":"2026-08-13T12:49:20.917Z","request_id":"req_9b0ab68b","tool":"create_replenishment_order","store_id":"47","status":"ok","error":null,"duration_ms":1,"args":{"store_id":"47","sku":"8847291","quantity":24,"reason":"r"},"by":"user:alice@korral.example"}',
     );
   });
 

@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LineFile } from "../../src/logging/line-file.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditRecord } from "../../src/logging/records.js";
+import { runSyncOk } from "../helpers/spawn.js";
 
 /**
  * A full disk, for real: a small tmpfs mounted for the test and filled up. A line is on disk whole
@@ -18,8 +18,8 @@ function canMount(): boolean {
   if (process.getuid?.() !== 0) return false;
   const probe = mkdtempSync(join(tmpdir(), "korral-mount-probe-"));
   try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], { stdio: "ignore" });
-    execFileSync("umount", [probe], { stdio: "ignore" });
+    runSyncOk("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], { stdio: "ignore" });
+    runSyncOk("umount", [probe], { stdio: "ignore" });
     return true;
   } catch {
     return false;
@@ -32,7 +32,7 @@ const mounts: string[] = [];
 afterEach(() => {
   for (const dir of mounts.splice(0)) {
     try {
-      execFileSync("umount", ["-l", dir], { stdio: "ignore" });
+      runSyncOk("umount", ["-l", dir], { stdio: "ignore" });
     } catch {}
     rmSync(dir, { recursive: true, force: true });
   }
@@ -41,7 +41,7 @@ afterEach(() => {
 /** A 256 kB file system of its own, and a way to fill it to the last byte and empty it again. */
 function smallDisk() {
   const dir = mkdtempSync(join(tmpdir(), "korral-full-disk-"));
-  execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", dir]);
+  runSyncOk("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", dir]);
   mounts.push(dir);
   const filler = join(dir, "filler");
   return {
@@ -100,13 +100,19 @@ describe.runIf(canMount())("a full disk", () => {
     expect(await recorder.startJournal()).toBeUndefined();
     const journal = recorder.journalPath() as string;
     const fields = { store_id: "47", sku: "8847291", quantity: 24, reason: long("because") };
-    recorder.intend({ ...fields, request_id: "req_1", ts: new Date().toISOString() });
+    recorder.intend({
+      ...fields,
+      request_id: "req_1",
+      by: "user:alice@korral.example",
+      ts: new Date().toISOString(),
+    });
     disk.fill();
     const created: AuditRecord = {
       ts: new Date().toISOString(),
       outcome: "CREATED",
       order_id: "RPL-47-001",
       request_id: "req_1",
+      by: "user:alice@korral.example",
       confirmed: "agent",
       ...fields,
     };
@@ -120,6 +126,7 @@ describe.runIf(canMount())("a full disk", () => {
       outcome: "REJECTED",
       order_id: null,
       request_id: "req_2",
+      by: "user:alice@korral.example",
       detail: "x",
     };
     expect(await recorder.audit(rejected)).toBe(true);

@@ -1,4 +1,3 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import {
   closeSync,
   existsSync,
@@ -27,7 +26,7 @@ import { tempWorkspace } from "../e2e/processes.js";
 import { startDelayedEmulator, until } from "../helpers/delayed-emulator.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
-import { DIST } from "../helpers/spawn.js";
+import { DIST, listening, runSyncOk, spawnProcess } from "../helpers/spawn.js";
 
 /**
  * Recovery of the write-intent journal as an unlucky operator meets it: a writer paused, or with
@@ -51,6 +50,7 @@ const FIELDS = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REAS
 const intentOf = (requestId: string, fields: typeof FIELDS) => ({
   ...fields,
   request_id: requestId,
+  by: "user:alice@korral.example",
   ts: new Date().toISOString(),
 });
 const intent = (id: string) =>
@@ -247,7 +247,7 @@ describe("recovery loses nothing", () => {
   it("a FIFO named like a journal is skipped, never opened, and said once", async () => {
     const d = await dir();
     const fifo = join(d, name("33"));
-    execFileSync("mkfifo", [fifo]);
+    runSyncOk("mkfifo", [fifo]);
     writeFileSync(join(d, name("44")), `${intent("req_x")}\n`);
     const r = recorder(d);
     expect(await r.run()).toBe(1);
@@ -322,31 +322,19 @@ describe("recovery is bounded", () => {
   });
 });
 
-/** The built HTTP server on a port of its own, on `logDir`, its stderr kept. */
+/** The built HTTP server on a port of its own (run by `wrap`, if given), its stderr kept. */
 function startServer(env: Record<string, string>, wrap: string[] = []) {
-  const command = wrap.length > 0 ? (wrap[0] as string) : process.execPath;
-  const args = [
-    ...wrap.slice(1),
-    ...(wrap.length > 0 ? [process.execPath] : []),
-    join(DIST, "http.js"),
-  ];
-  const child: ChildProcess = spawn(command, args, {
+  const [command = "", ...prefix] = [...wrap, process.execPath];
+  const run = spawnProcess(command, [...prefix, join(DIST, "http.js")], {
     env: { HOST: "127.0.0.1", PORT: "0", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
+    stdin: "ignore",
   });
-  let err = "";
-  child.stderr?.on("data", (c) => (err += c));
-  cleanups.push(() => {
-    try {
-      child.kill("SIGCONT");
-      child.kill("SIGKILL");
-    } catch {}
-  });
-  const listening = async () => {
-    await until(() => /listening on HTTP/.test(err), `a server listening: ${err}`, 20_000);
-    return /"port":(\d+)[^\n]*listening on HTTP/.exec(err)?.[1] as string;
+  cleanups.push(() => run.kill());
+  return {
+    child: run.child,
+    stderr: run.stderr,
+    listening: async () => String((await listening(run, 20_000)).port),
   };
-  return { child, stderr: () => err, listening };
 }
 
 async function writeSetUp() {

@@ -38,6 +38,7 @@ describe("after close()", () => {
       sku: "8847291",
       quantity: 24,
       request_id: "req_1",
+      by: "user:alice@korral.example",
       reason: "Gap of 8 units at store 47.",
       detail: "stopped",
     });

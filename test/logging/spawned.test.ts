@@ -1,52 +1,41 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { HERO_REASON } from "../helpers/harness.js";
-
-const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
+import { DIST, type Spawned, spawnProcess } from "../helpers/spawn.js";
 
 let dir: string;
-let child: ChildProcess | undefined;
+let child: Spawned | undefined;
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "korral-spawn-"));
   await writeFile(join(dir, "keys.json"), JSON.stringify(SEED_ACCEPTED_KEYS));
 });
 afterEach(async () => {
-  if (child && child.exitCode === null && child.signalCode === null) {
-    // Wait for the exit: a server still writing would race the rm below.
-    const exited = once(child, "exit");
-    child.kill("SIGKILL");
-    await exited;
-  }
+  // Waits for the exit: a server still writing would race the rm below.
+  await child?.kill();
   child = undefined;
   await rm(dir, { recursive: true, force: true });
 });
 
 function start(entry: string, env: Record<string, string>) {
-  const proc = spawn(process.execPath, [join(DIST, entry)], {
+  const run = spawnProcess(process.execPath, [join(DIST, entry)], {
     cwd: dir, // an arbitrary working directory, as MCP clients use
     env: { PATH: process.env.PATH ?? "", KORRAL_KEYS_FILE: join(dir, "keys.json"), ...env },
-    stdio: ["pipe", "pipe", "pipe"],
   });
-  child = proc;
-  const out = { stdout: "", stderr: "" };
-  proc.stdout?.on("data", (d) => {
-    out.stdout += String(d);
-  });
-  proc.stderr?.on("data", (d) => {
-    out.stderr += String(d);
-  });
-  const exited = new Promise<number | null>((resolve) =>
-    proc.once("exit", (code) => resolve(code)),
-  );
-  return { proc, out, exited };
+  child = run;
+  const out = {
+    get stdout() {
+      return run.stdout();
+    },
+    get stderr() {
+      return run.stderr();
+    },
+  };
+  return { proc: run.child, out, exited: run.exit };
 }
 
 async function until(predicate: () => boolean, what: string): Promise<void> {

@@ -6,7 +6,7 @@ import { loadConfig } from "../../src/config.js";
 import { structuredStdout } from "../../src/logging/setup.js";
 import { startFakeGoogle } from "../helpers/google-idp.js";
 import { HERO_REASON } from "../helpers/harness.js";
-import { type Spawned, spawnDist } from "../helpers/spawn.js";
+import { listening, type Spawned, spawnDist } from "../helpers/spawn.js";
 
 /**
  * HTTP mode writes Cloud Logging lines to stdout in production, where Cloud Run
@@ -53,12 +53,7 @@ describe("the built dist/http.js, stdout per mode", () => {
       STORELINK_URL: "",
       ...env,
     });
-    let port: string | undefined;
-    for (let i = 0; i < 300 && !port; i++) {
-      port = /"port":([1-9]\d*)[^\n]*listening on HTTP/.exec(run.stderr())?.[1];
-      if (!port) await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(port, run.stderr()).toBeDefined();
+    const { port } = await listening(run, 15_000);
     const res = await fetch(`http://127.0.0.1:${port}/mcp`, {
       method: "POST",
       headers: {

@@ -1,7 +1,7 @@
-import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { stdoutSink } from "../../src/logging/recorder.js";
+import { runSync } from "../helpers/spawn.js";
 
 const RECORDER = fileURLToPath(new URL("../../dist/logging/recorder.js", import.meta.url));
 
@@ -10,9 +10,8 @@ function inChild(body: string): { stdout: string; signal: NodeJS.Signals | null 
   const script = `import { stdoutSink } from ${JSON.stringify(RECORDER)};
 const sink = stdoutSink();
 ${body}`;
-  const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
-    encoding: "utf8",
-    timeout: 10_000,
+  const run = runSync(process.execPath, ["--input-type=module", "-e", script], {
+    timeoutMs: 10_000,
   });
   return { stdout: run.stdout, signal: run.signal };
 }

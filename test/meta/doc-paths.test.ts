@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest";
  * - a relative Markdown link from the document's own folder;
  * - a bare file name (`BENCHMARKS.md`, `server.json`) from the root or the document's folder.
  * Paths with a glob or a placeholder (`dist/*.js`, `test/<layer>`) are patterns, not files; dist/
- * is the build's output, checked by the tests that spawn it.
+ * is the build's output, checked by the tests that spawn it. A link to a section (`#anchor`) must
+ * name a heading of its page: the rules are stated once and linked to by section.
  */
 const ROOT = join(import.meta.dirname, "../..");
 
@@ -88,6 +89,59 @@ describe("the files the documents name", () => {
       "docs/example.md: src/nowhere/else.ts",
       "docs/example.md: link ../BENCHMARKS.md",
       "docs/example.md: BENCHMARKS.md",
+    ]);
+  });
+});
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+const anchorOf = (heading: string): string =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}_ -]/gu, "")
+    .replace(/ /g, "-");
+
+/** The anchors of a Markdown text's headings (outside code blocks). */
+const anchorsIn = (text: string): Set<string> =>
+  new Set(
+    [...text.replace(/^```[^\n]*\n[\s\S]*?^```/gm, "").matchAll(/^#{1,6} (.+)$/gm)].map((m) =>
+      anchorOf(m[1] ?? ""),
+    ),
+  );
+
+/** Every link `document` has to a section (`page.md#anchor`, `#anchor`) that has no such heading. */
+function missingAnchors(document: string, text: string, read: (file: string) => string): string[] {
+  const prose = text.replace(/^```[^\n]*\n[\s\S]*?^```/gm, "");
+  const missing: string[] = [];
+  for (const match of prose.matchAll(/\]\(([^)\s#]*\.md)?#([^)\s]+)\)/g)) {
+    const target = match[1] === undefined ? document : join(dirname(document), match[1]);
+    if (!target.endsWith(".md") || /^[a-z]+:/i.test(match[1] ?? "")) continue;
+    if (!anchorsIn(read(target)).has(match[2] ?? ""))
+      missing.push(`${document}: ${target}#${match[2]}`);
+  }
+  return missing;
+}
+
+describe("the sections the documents link to", () => {
+  const read = (file: string) => readFileSync(join(ROOT, file), "utf8");
+
+  it.each(DOCUMENTS.filter((d) => d.endsWith(".md")))(
+    "%s links only to headings that exist",
+    (document) => {
+      expect(missingAnchors(document, read(document), read)).toEqual([]);
+    },
+  );
+
+  it("finds a link to a missing section (the check can fail)", () => {
+    const pages: Record<string, string> = {
+      "docs/a.md":
+        "# A\n\n## The `audit.log`, in brief\n\n[x](b.md#nowhere) [y](#the-auditlog-in-brief) [z](#gone)\n",
+      "docs/b.md": "# B\n",
+    };
+    const text = pages["docs/a.md"] ?? "";
+    expect(missingAnchors("docs/a.md", text, (file) => pages[file] ?? "")).toEqual([
+      "docs/a.md: docs/b.md#nowhere",
+      "docs/a.md: docs/a.md#gone",
     ]);
   });
 });

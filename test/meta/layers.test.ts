@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 /**
  * The folders of src/ are layers, and imports point one way: entries -> transports (http/, stdio/)
  * -> the server factory (mcp/server.ts) -> deps.ts -> the call path (mcp/call-tool.ts) -> tools ->
- * policy -> limits / storelink / keys / logging. This reads every import of src/ (type-only
+ * policy -> limits / storelink / keys / logging -> config. This reads every import of src/ (type-only
  * imports too: they are coupling all the same) and holds exactly the rules docs/architecture.md
  * lists.
  */
@@ -29,8 +29,12 @@ const layerOf = (file: string): string =>
 const ENTRIES = ["stdio", "http", "storelink-emulator"];
 /** The transports' folders share their entries' names: `http/` and `stdio/`. */
 const ABOVE_TOOLS = ["mcp", "lifecycle", "deps", ...ENTRIES];
+/** Every layer of src/: its folders and the modules at its root. */
+const LAYERS = [...new Set(files.map(layerOf))];
 /** What each layer may never import. */
 const NEVER: Record<string, string[]> = {
+  // The bottom: config.ts and config/ read the environment and nothing else of src/.
+  config: LAYERS.filter((layer) => layer !== "config"),
   storelink: ["tools", "policy", "limits", "errors", ...ABOVE_TOOLS],
   keys: ["tools", "policy", "storelink", "limits", "errors", ...ABOVE_TOOLS],
   logging: ["tools", "policy", "keys", "limits", "storelink", "errors", ...ABOVE_TOOLS],
@@ -47,6 +51,7 @@ describe("src/ layers", () => {
   it("reads the imports of every module", () => {
     expect(graph.get("http.ts")).toContain("deps.ts");
     expect(files.length).toBeGreaterThan(40);
+    expect(NEVER.config).toEqual(expect.arrayContaining(["http", "logging", "errors"]));
   });
 
   it("every import resolves to a module of src/", () => {

@@ -41,7 +41,7 @@ describe("README.md", () => {
 
   it("is right that a repeated demo order is replayed and a fourth new one is refused", async () => {
     expect(README).toMatch(/comes back `replayed: true`/);
-    expect(README).toMatch(/a fourth new order .* within an hour is refused/s);
+    expect(README).toMatch(/a fourth new order .* is refused .*`order_cap_reached`/s);
     const harness = await connect({
       orderCap: new OrderCap({ perHour: defaults.orderCapPerHour }),
     });

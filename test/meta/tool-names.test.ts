@@ -1,5 +1,3 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { composeDeps } from "../../src/deps.js";
@@ -12,13 +10,11 @@ import { TOOL_COUNT, TOOL_NAMES } from "../../src/tools/names.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
 
 /**
- * TOOL_NAMES declares the tools and their call order once: everything the model or a person
- * reads about the tool set must name every one of them, in that order where an order is given.
- * Adding a tool means adding its name there; this test then lists each text still to update.
+ * TOOL_NAMES declares the tools and their call order once: everything the model reads about the
+ * tool set must name every one of them, in that order where an order is given. Adding a tool
+ * means adding its name there; this test then lists each text still to update. (The manifest and
+ * the docs' tool tables are generated: test/meta/generated-texts.test.ts.)
  */
-const ROOT = join(import.meta.dirname, "../..");
-const read = (file: string) => readFileSync(join(ROOT, file), "utf8");
-
 /** The tool names `text` mentions, in the order they first appear. */
 const namedIn = (text: string): string[] =>
   TOOL_NAMES.filter((name) => text.includes(name)).sort(
@@ -43,15 +39,6 @@ describe("the tool set, declared once", () => {
 
   it("the replenishment-check prompt walks through every tool in call order", () => {
     expect(namedIn(replenishmentCheckText("butter", "Brno"))).toEqual([...TOOL_NAMES]);
-  });
-
-  it("manifest.json declares every tool, in order", () => {
-    const manifest = JSON.parse(read("manifest.json")) as { tools: { name: string }[] };
-    expect(manifest.tools.map((tool) => tool.name)).toEqual([...TOOL_NAMES]);
-  });
-
-  it.each(["README.md", "docs/tools.md"])("%s names every tool in call order", (file) => {
-    expect(namedIn(read(file))).toEqual([...TOOL_NAMES]);
   });
 });
 

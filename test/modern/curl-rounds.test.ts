@@ -1,10 +1,8 @@
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { until } from "../helpers/delayed-emulator.js";
 import { undoAfterEach } from "../helpers/fixtures.js";
-import { spawnDist } from "../helpers/spawn.js";
+import { listening, runSyncOk, spawnDist } from "../helpers/spawn.js";
 
 /** docs/protocol-eras.md's two 2026-07-28 rounds by curl, run as written against the built server. */
 
@@ -29,11 +27,9 @@ describe("the curl rounds of docs/protocol-eras.md", () => {
       KORRAL_LOG_DIR: ws.logDir,
     });
     defer(() => server.stop());
-    await until(() => /listening on HTTP/.test(server.stderr()), "the listening line");
-    const port = /"port":(\d+)[^\n]*listening on HTTP/.exec(server.stderr())?.[1] as string;
-    const out = execFileSync("bash", ["-c", snippet()], {
-      env: { ...process.env, PORT: port },
-      encoding: "utf8",
+    const { port } = await listening(server, 10_000);
+    const out = runSyncOk("bash", ["-c", snippet()], {
+      env: { ...process.env, PORT: String(port) },
     });
     const answer = JSON.parse(out) as { result: { structuredContent: { order_id: string } } };
     expect(answer.result.structuredContent.order_id).toBe("RPL-47-001");

@@ -7,7 +7,7 @@ import { TOOL_NAMES } from "../../src/tools/names.js";
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, modernMeta, toolCall } from "../helpers/rpc.js";
-import { DIST, spawnDist, stdoutMessages } from "../helpers/spawn.js";
+import { DIST, spawnDist, stdioTransport, stdoutMessages } from "../helpers/spawn.js";
 
 const { defer, stdio, workspace } = undoAfterEach();
 
@@ -45,12 +45,15 @@ describe("MCP 2026-07-28 over stdio (built dist/stdio.js)", () => {
         return { action: "accept", content: { confirm: true } };
       });
       await client.connect(
-        new StdioClientTransport({
-          command: process.execPath,
-          args: [join(DIST, "stdio.js")],
-          env: { KORRAL_KEYS_FILE: ws.keysFile, KORRAL_LOG_DIR: ws.logDir },
-          stderr: "pipe",
-        }),
+        stdioTransport(
+          {
+            command: process.execPath,
+            args: [join(DIST, "stdio.js")],
+            env: { KORRAL_KEYS_FILE: ws.keysFile, KORRAL_LOG_DIR: ws.logDir },
+            stderr: "pipe",
+          },
+          StdioClientTransport,
+        ),
       );
       defer(() => client.close());
       expect(client.getProtocolEra()).toBe("modern");

@@ -3,6 +3,12 @@ import { describe, expect, it } from "vitest";
 import { escapeLineTerminators, quote } from "../../src/logging/format.js";
 import { capText, redact, redactText } from "../../src/logging/redact.js";
 import { normaliseReason, reasonProblem } from "../../src/policy/order-rules.js";
+import {
+  canonicalPrincipalId,
+  osPrincipal,
+  PRINCIPAL_KINDS,
+  PRINCIPAL_MAX_LENGTH,
+} from "../../src/policy/principal.js";
 import { isValidId } from "../../src/storelink/ids.js";
 import { quotedLine } from "../../src/tools/create-replenishment-order/confirmation.js";
 import { createOrderInput } from "../../src/tools/create-replenishment-order/schema.js";
@@ -86,6 +92,15 @@ const CHECKS: [string, (text: string) => unknown][] = [
   ["audit quoting", (t) => quote(t)],
   ["line-terminator escaping", (t) => escapeLineTerminators(JSON.stringify(t))],
   ["id rule", (t) => isValidId(t)],
+  ["principal ids", (t) => canonicalPrincipalId(t)],
+  [
+    "principal ids of each kind (below the length rule that guards them)",
+    (t) =>
+      PRINCIPAL_KINDS.map((kind) =>
+        canonicalPrincipalId(`${kind}:${t.slice(-(PRINCIPAL_MAX_LENGTH - kind.length - 1))}`),
+      ),
+  ],
+  ["OS account names", (t) => osPrincipal(t, t)],
 ];
 
 /** The CPU time (user and system, this process) one run of `check` takes, in ms. */

@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +8,7 @@ import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditOutcome, AuditRecord, TraceRecord } from "../../src/logging/records.js";
 import { redact, redactText } from "../../src/logging/redact.js";
 import { connect, HERO_REASON } from "../helpers/harness.js";
+import { runSync } from "../helpers/spawn.js";
 
 /**
  * One record, one line, for every reader. A reader that splits on more than "\n" (Python's
@@ -70,7 +70,7 @@ const hostile = fc
 // One token of an audit line: a JSON string, or a bare value (no spaces, no quotes).
 const TOKEN = String.raw`"(?:[^"\\]|\\.)*"|[^\s"]+`;
 const AUDIT_LINE = new RegExp(
-  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN})(?: confirmed=(?:buyer|agent))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
+  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN}) by=(${TOKEN})(?: client=(${TOKEN}))?(?: confirmed=(?:buyer|agent))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
 );
 const decode = (token: string | undefined): string | null => {
   if (token === undefined || token === "-") return null;
@@ -87,8 +87,9 @@ function parseAuditLine(line: string) {
     store_id: decode(m[4]),
     sku: decode(m[5]),
     request_id: decode(m[7]),
-    detail: m[8] === undefined ? undefined : decode(m[8]),
-    reason: decode(m[9]),
+    by: decode(m[8]),
+    detail: m[10] === undefined ? undefined : decode(m[10]),
+    reason: decode(m[11]),
   };
 }
 
@@ -132,6 +133,7 @@ async function writeOne(f: Fields, n: number) {
   const trace: TraceRecord = {
     ts: "2026-08-13T12:49:20.917Z",
     request_id: "req_1",
+    by: `user:${f.value}`,
     tool: "create_replenishment_order",
     store_id: f.store_id,
     status: f.ok ? "ok" : "error",
@@ -147,6 +149,7 @@ async function writeOne(f: Fields, n: number) {
     sku: f.sku,
     quantity: 24,
     request_id: "req_1",
+    by: `user:${f.value}`,
     reason: f.reason,
     detail: f.detail,
   };
@@ -198,6 +201,7 @@ describe("line terminators in any field", () => {
             store_id: t(f.store_id),
             sku: t(f.sku),
             request_id: "req_1",
+            by: t(`user:${f.value}`),
             detail: t(f.detail),
             reason: t(f.reason),
           });
@@ -227,7 +231,7 @@ describe("line terminators in any field", () => {
 
   // A real Python reads what the service wrote for a create call over the protocol whose reason
   // carries every terminator (the order is valid, so it is CREATED and synced).
-  const python = spawnSync("python3", ["-c", "print(1)"], { encoding: "utf8" });
+  const python = runSync("python3", ["-c", "print(1)"]);
   it.skipIf(python.status !== 0)("python3's splitlines() agrees: one line per record", async () => {
     const stdout: string[] = [];
     const recorder = createRecorder({ dir, structured: (line) => stdout.push(line) });
@@ -250,10 +254,10 @@ describe("line terminators in any field", () => {
     await recorder.close();
 
     const count = (text: string): number => {
-      const run = spawnSync(
+      const run = runSync(
         "python3",
         ["-c", "import sys; print(len(sys.stdin.buffer.read().decode('utf-8').splitlines()))"],
-        { input: text, encoding: "utf8" },
+        { input: text },
       );
       expect(run.status, run.stderr).toBe(0);
       return Number(run.stdout.trim());

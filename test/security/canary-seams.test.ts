@@ -193,7 +193,7 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
       });
     };
     try {
-      await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+      await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
       for (const c of EVERY_PATH) await call(c.name, c.arguments);
       await modernPaths();
       // The write's transport faults, each with the canary key on the wire.

@@ -2,7 +2,6 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FileKeyProvider } from "../../src/keys/file.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
@@ -13,7 +12,7 @@ import { connect } from "../helpers/harness.js";
 import { EVERY_PATH } from "../helpers/paths.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
-import { DIST, freePort, spawnDist, waitForHealthy } from "../helpers/spawn.js";
+import { DIST, freePort, spawnDist, stdioTransport, waitForHealthy } from "../helpers/spawn.js";
 
 /**
  * Secrets canary: unguessable keys are planted in the keys file, every path (each success,
@@ -83,7 +82,7 @@ describe("secrets canary", () => {
     const keysFile = join(dir, "stdio-keys.json");
     const logDir = join(dir, "stdio-log");
     await writeKeys(keysFile, "valid");
-    const transport = new StdioClientTransport({
+    const transport = stdioTransport({
       command: process.execPath,
       args: [`${DIST}stdio.js`],
       env: {
@@ -145,7 +144,7 @@ describe("secrets canary", () => {
     });
     const bodies: string[] = [];
     try {
-      await waitForHealthy(`http://127.0.0.1:${port}/healthz`);
+      await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
       let id = 0;
       for (const state of ["valid", "malformed", "valid"] as const) {
         await writeKeys(keysFile, state);

@@ -1,6 +1,6 @@
-import { afterAll, beforeEach } from "vitest";
+import { afterAll, afterEach, beforeEach } from "vitest";
 import { quietOpsLog } from "../helpers/ops-log.js";
-import { killSpawned } from "../helpers/spawn.js";
+import { endOfFile, endOfTest, startOfTest } from "../helpers/spawn.js";
 
 /**
  * A green run prints no operational log lines: each test's lines are buffered and printed only
@@ -15,5 +15,9 @@ beforeEach(({ onTestFailed }) => {
   });
 });
 
-// Whatever built entry a file spawned and did not stop (its test failed first) ends with the file.
-afterAll(killSpawned);
+// A process a test started and did not stop (it failed first) ends with the test; one a
+// `beforeAll` started, with its file. These hooks come first, so their afterEach runs last: a
+// test's own stops and removals run before.
+beforeEach(startOfTest);
+afterEach(endOfTest);
+afterAll(endOfFile);

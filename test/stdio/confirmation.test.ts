@@ -1,10 +1,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { type CallToolResult, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
-import { DIST } from "../helpers/spawn.js";
+import { DIST, stdioTransport } from "../helpers/spawn.js";
 
 const { defer, workspace } = undoAfterEach();
 
@@ -15,7 +14,7 @@ async function session(
   content: Record<string, unknown> = { confirm: true },
 ) {
   const ws = await workspace();
-  const transport = new StdioClientTransport({
+  const transport = stdioTransport({
     command: process.execPath,
     args: [`${DIST}stdio.js`],
     env: {

@@ -1,10 +1,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { describe, expect, it } from "vitest";
 import { undoAfterEach } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { initialize, toolCall } from "../helpers/rpc.js";
-import { DIST, spawnDist } from "../helpers/spawn.js";
+import { DIST, spawnDist, stdioTransport } from "../helpers/spawn.js";
 
 const { defer, stdio, workspace } = undoAfterEach();
 
@@ -47,7 +46,7 @@ describe("stdio entry (built dist/stdio.js)", () => {
 
   it("runs the demo flow for an SDK client over stdio", async () => {
     const ws = await workspace();
-    const transport = new StdioClientTransport({
+    const transport = stdioTransport({
       command: process.execPath,
       args: [`${DIST}stdio.js`],
       env: { ...process.env, KORRAL_KEYS_FILE: ws.keysFile, KORRAL_LOG_DIR: ws.logDir } as Record<

@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:https";
@@ -10,7 +9,7 @@ import { HttpStoreLinkClient } from "../../src/storelink/http.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { connect, errorOf, HERO_REASON } from "../helpers/harness.js";
 import { captureOpsLog } from "../helpers/ops-log.js";
-import { freePort } from "../helpers/spawn.js";
+import { freePort, runSyncOk } from "../helpers/spawn.js";
 
 /**
  * What an operator meets first: StoreLink's connection failing for a reason of its own (a
@@ -24,7 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), "korral-tls-storelink-"));
 let url = "";
 let requests = 0;
 const server = (() => {
-  execFileSync(
+  runSyncOk(
     "openssl",
     [
       "req",

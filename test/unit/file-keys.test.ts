@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { closeSync, constants, openSync, writeFileSync, writeSync } from "node:fs";
 import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -8,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ApiKey } from "../../src/keys/api-key.js";
 import { FileKeyProvider } from "../../src/keys/file.js";
 import { KeySourceError } from "../../src/keys/provider.js";
+import { runSyncOk } from "../helpers/spawn.js";
 
 let dir: string;
 let path: string;
@@ -78,7 +78,7 @@ describe("FileKeyProvider under concurrency", () => {
   // A FIFO as the key file makes every read visible: each open blocks until one write feeds it.
   const fifo = () => {
     const path = join(dir, "keys.fifo");
-    execFileSync("mkfifo", [path]);
+    runSyncOk("mkfifo", [path]);
     return path;
   };
   // Synchronous: an asynchronous write would wait for a thread-pool slot the readers may hold.

@@ -1,69 +1,146 @@
 import { describe, expect, it } from "vitest";
-import { tokenCache, tokenDigest } from "../../src/http/auth/token-cache.js";
 import {
+  canonicalPrincipalId,
   clientPrincipal,
-  kindOf,
-  principal,
-  principalOfEmail,
+  labelProblem,
+  localPrincipal,
+  osPrincipal,
+  PRINCIPAL_MAX_LENGTH,
+  principalProblem,
+  stdioPrincipal,
+  svcPrincipal,
+  userPrincipal,
 } from "../../src/policy/principal.js";
 
-describe("principals: one string each, kinds that cannot collide", () => {
-  it("a person, a Google service account, a client", () => {
-    expect(principalOfEmail("Alice@Korral.example")).toBe("user:alice@korral.example");
-    expect(principalOfEmail("agent@korral-prod.iam.gserviceaccount.com")).toBe(
-      "svc:agent@korral-prod.iam.gserviceaccount.com",
-    );
-    expect(clientPrincipal("replenishment-agent")).toBe("client:replenishment-agent");
-    expect(kindOf("svc:agent@x.iam.gserviceaccount.com")).toBe("svc");
+/** Principals: one prefixed string each, checked once, canonical, and on stdio unverified. */
+
+describe("principal ids", () => {
+  it.each([
+    "user:alice@korral.example",
+    "svc:agent@korral-prod.iam.gserviceaccount.com",
+    "client:reporting",
+    "client:https://agent.korral.example/client.json",
+    "os:alice@buyer-laptop.local",
+    "local:alice",
+    "local:alice.novak@korral",
+  ])("%s is a principal", (id) => {
+    expect(principalProblem(id)).toBeUndefined();
   });
 
-  it("a client whose id looks like an e-mail is still a client, never that person", () => {
-    expect(clientPrincipal("alice@korral.example")).toBe("client:alice@korral.example");
-    expect(clientPrincipal("alice@korral.example")).not.toBe(
-      principalOfEmail("alice@korral.example"),
-    );
+  it.each([
+    ["", /starts with user:, svc:, client:, os:, local:/],
+    ["alice@korral.example", /starts with/],
+    ["admin:alice", /starts with/],
+    ["User:alice@korral.example", /starts with/],
+    ["user:", /user: needs an e-mail address/],
+    ["user:alice", /user: needs an e-mail address/],
+    ["user:alice smith@korral.example", /e-mail/],
+    ["user:alice@korral..example", /e-mail/],
+    ["user:alice@-korral.example", /e-mail/],
+    ['user:"alice"@korral.example', /e-mail/],
+    ["svc:agent", /svc: needs an e-mail address/],
+    ["client:", /client: needs a client id/],
+    ["client:my client", /client id/],
+    ['client:a"b', /client id/],
+    ["client:a\\b", /client id/],
+    [`client:${"a".repeat(256)}`, /client id/],
+    ["os:alice", /os: needs <login>@<host>/],
+    ["os:@host", /<login>@<host>/],
+    ["os:al ice@host", /<login>@<host>/],
+    ["local:", /local: needs a label/],
+    ["local:-alice", /label/],
+    ["local:alice smith", /label/],
+    ["local:alice\n", /label/],
+    [`local:${"a".repeat(65)}`, /label/],
+    [`user:${"a".repeat(400)}@x`, new RegExp(`at most ${PRINCIPAL_MAX_LENGTH} characters`)],
+  ])("%j is refused: %s", (id, problem) => {
+    expect(principalProblem(id)).toMatch(problem);
   });
 
-  it("is one log token: spaces, line breaks, % and non-ASCII are percent-encoded", () => {
-    expect(clientPrincipal("a b\nc=d")).toBe("client:a%20b%0Ac=d");
-    expect(clientPrincipal("100%")).toBe("client:100%25");
-    expect(principalOfEmail("zoë@korral.example")).toBe("user:zo%C3%AB@korral.example");
-    // Encoded, a spelling cannot pass for another principal: "%20" itself is kept apart.
-    expect(clientPrincipal("a%20b")).not.toBe(clientPrincipal("a b"));
+  it("a problem never quotes the id", () => {
+    for (const id of ["user:CANARY smith@x", "CANARY", "local:CANARY!", "client:CANARY x"]) {
+      expect(principalProblem(id)).not.toContain("CANARY");
+    }
   });
 
-  it("an empty value names nobody", () => {
-    expect(principal("user", "")).toBeUndefined();
-    expect(principalOfEmail("  ")).toBeUndefined();
+  it("e-mail addresses (user:, svc:) and os: hosts are lower-cased; client ids and labels keep case", () => {
+    expect(canonicalPrincipalId("user:Alice@Korral.Example")).toEqual({
+      id: "user:alice@korral.example",
+    });
+    expect(canonicalPrincipalId("svc:Agent@P.iam.gserviceaccount.com")).toEqual({
+      id: "svc:agent@p.iam.gserviceaccount.com",
+    });
+    expect(canonicalPrincipalId("os:Alice@Buyer-Laptop")).toEqual({ id: "os:Alice@buyer-laptop" });
+    expect(canonicalPrincipalId("client:Reporting")).toEqual({ id: "client:Reporting" });
+    expect(canonicalPrincipalId("local:Alice")).toEqual({ id: "local:Alice" });
   });
 });
 
-describe("the verified-token cache", () => {
-  it("keeps an entry until the token's exp, and no longer", () => {
-    let now = 1_000_000;
-    const cache = tokenCache<string>(10, () => now);
-    cache.set("token-a", "alice", 1_000 + 60);
-    expect(cache.get("token-a")).toBe("alice");
-    now = 1_059_999;
-    expect(cache.get("token-a")).toBe("alice");
-    now = 1_060_000;
-    expect(cache.get("token-a")).toBeUndefined();
-    expect(cache.size).toBe(0);
+describe("constructors", () => {
+  it("tokens give verified principals of their kind", () => {
+    expect(userPrincipal("Alice@korral.example")).toEqual({
+      id: "user:alice@korral.example",
+      kind: "user",
+      verified: true,
+    });
+    expect(svcPrincipal("agent@p.iam.gserviceaccount.com")).toMatchObject({
+      kind: "svc",
+      verified: true,
+    });
+    expect(clientPrincipal("reporting")).toEqual({
+      id: "client:reporting",
+      kind: "client",
+      verified: true,
+    });
   });
 
-  it("never keeps an expired token, and drops the oldest past its limit", () => {
-    const cache = tokenCache<number>(3, () => 0);
-    cache.set("expired", 0, 0);
-    expect(cache.size).toBe(0);
-    for (const n of [1, 2, 3, 4]) cache.set(`t${n}`, n, 100);
-    expect(cache.size).toBe(3);
-    expect(cache.get("t1")).toBeUndefined();
-    expect(cache.get("t4")).toBe(4);
+  it("a bad value throws, without quoting it", () => {
+    expect(() => userPrincipal("not an address CANARY")).toThrow(/^Not a principal: user: needs/);
+    expect(() => userPrincipal("not an address CANARY")).not.toThrow(/CANARY/);
+    expect(() => clientPrincipal("")).toThrow(/client id/);
   });
 
-  it("is keyed by the token's SHA-256: 43 base64url characters, not the token", () => {
-    const token = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
-    expect(tokenDigest(token)).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(tokenDigest(token)).not.toContain("eyJ");
+  it("a local label is unverified", () => {
+    expect(localPrincipal("alice")).toEqual({ id: "local:alice", kind: "local", verified: false });
+  });
+});
+
+describe("the stdio principal", () => {
+  const account = { login: "alice", host: "Buyer-Laptop.local" };
+
+  it("is local:<label> when KORRAL_PRINCIPAL gave one, unverified", () => {
+    expect(stdioPrincipal("alice.novak", account)).toEqual({
+      id: "local:alice.novak",
+      kind: "local",
+      verified: false,
+    });
+  });
+
+  it("is the OS account otherwise, unverified", () => {
+    expect(stdioPrincipal(undefined, account)).toEqual({
+      id: "os:alice@buyer-laptop.local",
+      kind: "os",
+      verified: false,
+    });
+  });
+
+  it("any OS login and host still give a principal: characters it cannot carry are replaced", () => {
+    expect(osPrincipal("DOMAIN\\Alice Novák", "PC 01.corp").id).toBe(
+      "os:DOMAIN_Alice_Nov_k@pc-01.corp",
+    );
+    expect(osPrincipal("", "").id).toBe("os:unknown@unknown");
+    expect(osPrincipal("a@b", "-.-..x-").id).toBe("os:a_b@x");
+    expect(osPrincipal("x".repeat(100), `${"h".repeat(70)}.${"d".repeat(300)}`).id).toBe(
+      `os:${"x".repeat(64)}@${"h".repeat(63)}.${"d".repeat(63)}`,
+    );
+  });
+
+  it("KORRAL_PRINCIPAL's label rule", () => {
+    expect(labelProblem("alice")).toBeUndefined();
+    expect(labelProblem("alice@korral.example")).toBeUndefined();
+    expect(labelProblem("local:alice")).toMatch(/becomes local:<label>/);
+    expect(labelProblem("alice novak")).toMatch(/1 to 64 characters/);
+    expect(labelProblem("a".repeat(65))).toMatch(/1 to 64 characters/);
+    expect(labelProblem("_alice")).toMatch(/starting with a letter or digit/);
   });
 });

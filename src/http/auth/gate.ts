@@ -8,10 +8,10 @@ import {
   verifyBearerToken,
 } from "@modelcontextprotocol/server";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
+import type { AuthSettings } from "../../config/auth.js";
 import { opsLog } from "../../logging/ops.js";
 import { SERVER_NAME } from "../../mcp/server.js";
 import type { ToolName } from "../../tools/names.js";
-import type { AuthSettings } from "./settings.js";
 import { tokenCache } from "./token-cache.js";
 import { AuthUnavailable, tokenVerifier, type Verified } from "./verify.js";
 
@@ -78,9 +78,9 @@ export function callsWrite(body: unknown): boolean {
 
 export function authGate(settings: AuthSettings): AuthGate {
   const oauth = settings.kinds.includes("oauth");
-  const { readScope, orderScope } = settings.oauth;
+  const { readScope, orderScope } = settings;
   const resourceMetadataUrl = oauth
-    ? getOAuthProtectedResourceMetadataUrl(new URL(settings.oauth.resource))
+    ? getOAuthProtectedResourceMetadataUrl(new URL(settings.resource))
     : undefined;
   const { verify, warm } = tokenVerifier(settings);
   const cache = tokenCache<Verified>(CACHE_LIMIT);
@@ -110,8 +110,8 @@ export function authGate(settings: AuthSettings): AuthGate {
     : [];
   const document = oauth
     ? {
-        resource: settings.oauth.resource,
-        authorization_servers: [settings.oauth.issuer],
+        resource: settings.resource,
+        authorization_servers: [settings.issuer],
         scopes_supported: [readScope, orderScope],
         bearer_methods_supported: ["header"],
         resource_name: SERVER_NAME,

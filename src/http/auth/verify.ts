@@ -7,9 +7,9 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from "jose";
+import type { AuthKind, AuthSettings } from "../../config/auth.js";
 import { opsLog } from "../../logging/ops.js";
-import { clientPrincipal, type Principal, principalOfEmail } from "../../policy/principal.js";
-import type { AuthKind, AuthSettings } from "./settings.js";
+import { clientPrincipal, emailPrincipal } from "../../policy/principal.js";
 
 /**
  * Checks a bearer token with `jose` and says who it names. Nothing here keeps, logs or repeats
@@ -27,7 +27,8 @@ import type { AuthKind, AuthSettings } from "./settings.js";
 /** Who a verified token names, and what it may do. */
 export interface Verified {
   kind: AuthKind;
-  principal: Principal;
+  /** `user:<email>`, `svc:<email>` or `client:<client_id>` (policy/principal.ts). */
+  principal: string;
   /** The OAuth client the token was issued to, where the token names one. */
   clientId: string | undefined;
   scopes: readonly string[];
@@ -65,6 +66,15 @@ const invalidToken = (why: string) => new OAuthError(OAuthErrorCode.InvalidToken
 
 const str = (value: unknown): string | undefined =>
   typeof value === "string" && value !== "" ? value : undefined;
+
+/** The principal id, or undefined when the value cannot be one (the token is then refused). */
+function principalId(make: (value: string) => { id: string }, value: string): string | undefined {
+  try {
+    return make(value).id;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Both claims IdPs use: `scope` (a space-separated string) and `scp` (a list, or a string). */
 export function scopesOf(payload: JWTPayload): string[] {
@@ -160,7 +170,7 @@ export interface TokenVerifier {
   warm(): void;
 }
 
-function oauthVerifier(settings: AuthSettings["oauth"]): TokenVerifier {
+function oauthVerifier(settings: AuthSettings): TokenVerifier {
   const keys = discoveredKeys(settings.issuer);
   const audience = [settings.resource, ...settings.audiences];
   const verify: TokenCheck = async (token) => {
@@ -184,9 +194,9 @@ function oauthVerifier(settings: AuthSettings["oauth"]): TokenVerifier {
     // credentials) has `sub` = its client id (RFC 9068 §2.2) and names no person.
     const principal =
       person !== undefined
-        ? principalOfEmail(person)
+        ? principalId(emailPrincipal, person)
         : clientId !== undefined && (payload.sub === undefined || payload.sub === clientId)
-          ? clientPrincipal(clientId)
+          ? principalId(clientPrincipal, clientId)
           : undefined;
     if (principal === undefined) {
       throw invalidToken(`token names no ${settings.principalClaim} and no client of its own`);
@@ -202,8 +212,9 @@ function oauthVerifier(settings: AuthSettings["oauth"]): TokenVerifier {
   return { verify, warm: () => void keys().catch(() => {}) };
 }
 
-function googleVerifier(settings: AuthSettings["google"], scopes: readonly string[]): TokenCheck {
-  const keys = createRemoteJWKSet(new URL(settings.certsUrl), {
+function googleVerifier(settings: AuthSettings): TokenCheck {
+  const scopes = [settings.readScope, settings.orderScope];
+  const keys = createRemoteJWKSet(new URL(settings.googleCertsUrl), {
     timeoutDuration: FETCH_TIMEOUT_MS,
     cooldownDuration: 30_000,
   });
@@ -212,7 +223,7 @@ function googleVerifier(settings: AuthSettings["google"], scopes: readonly strin
     try {
       ({ payload } = await jwtVerify(token, keys, {
         issuer: GOOGLE_ISSUERS,
-        audience: [...settings.audiences],
+        audience: [...settings.googleAudiences],
         algorithms: ["RS256"],
         requiredClaims: ["exp"],
         clockTolerance: CLOCK_TOLERANCE,
@@ -225,8 +236,8 @@ function googleVerifier(settings: AuthSettings["google"], scopes: readonly strin
     if (email === undefined || payload.email_verified !== true) {
       throw invalidToken("token names no verified email");
     }
-    const principal = principalOfEmail(email);
-    if (principal === undefined) throw invalidToken("token names no verified email");
+    const principal = principalId(emailPrincipal, email);
+    if (principal === undefined) throw invalidToken("token names no usable email");
     // Google ID tokens carry no scopes: what a Google principal may do is the store policy's.
     return {
       kind: "google",
@@ -240,10 +251,8 @@ function googleVerifier(settings: AuthSettings["google"], scopes: readonly strin
 
 /** One verifier for the configured kinds; with both, a token's `iss` says which checks it. */
 export function tokenVerifier(settings: AuthSettings): TokenVerifier {
-  const oauth = settings.kinds.includes("oauth") ? oauthVerifier(settings.oauth) : undefined;
-  const google = settings.kinds.includes("google")
-    ? googleVerifier(settings.google, [settings.oauth.readScope, settings.oauth.orderScope])
-    : undefined;
+  const oauth = settings.kinds.includes("oauth") ? oauthVerifier(settings) : undefined;
+  const google = settings.kinds.includes("google") ? googleVerifier(settings) : undefined;
   const verify: TokenCheck = async (token) => {
     let issuer: string | undefined;
     try {

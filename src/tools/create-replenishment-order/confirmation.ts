@@ -1,5 +1,6 @@
 import { inputRequired, inputResponse } from "@modelcontextprotocol/server";
 import { ToolError } from "../../errors.js";
+import type { CallRecord } from "../../logging/call-record.js";
 import {
   newNonce,
   nonceIdempotencyKey,
@@ -16,6 +17,13 @@ import type { OrderInput } from "./schema.js";
  * rounds and signed state in both protocol eras (a 2025 stdio client is asked the same question
  * by the SDK's legacy shim, as elicitation/create). Anything but an explicit yes sends nothing.
  */
+
+/**
+ * Whom a confirmation state is bound to: the caller and, when its token names one, the client,
+ * so neither another principal nor another client of the same one can answer it.
+ */
+const boundTo = (call: CallRecord): string =>
+  call.client === undefined ? call.caller : `${call.caller} client=${call.client}`;
 
 /** How much of the reason the confirmation shows; the audit line keeps all of it. */
 export const CONFIRM_REASON_MAX_CHARS = 200;
@@ -66,10 +74,11 @@ export function confirmationMessage(
   store: Store,
   item: Sku,
   stock: StockReading,
+  by: string,
 ): string {
   const quantity = `${args.quantity}${item.unit === "kg" ? " kg" : ""}`;
   return [
-    "Confirm this replenishment order. It loads a truck and cannot be cancelled here.",
+    `Confirm this replenishment order, placed as ${by}. It loads a truck and cannot be cancelled here.`,
     `Store: ${store.store_id} (${store.name})`,
     `SKU: ${item.sku} (${item.name})`,
     `Quantity: ${quantity}`,
@@ -130,14 +139,14 @@ export async function askBuyer(
   const stock = await readStockUnderCap(args, ctx, store, item);
   const requestState = await rounds.signer.mint(
     { nonce: newNonce(), args: orderDigest(args) },
-    ctx.call.caller,
+    boundTo(ctx.call),
   );
   throw new AskBuyer(
     inputRequired({
       inputRequests: {
         confirm: inputRequired.elicit({
           mode: "form",
-          message: confirmationMessage(args, store, item, stock),
+          message: confirmationMessage(args, store, item, stock, ctx.call.by),
           requestedSchema: CONFIRM_SCHEMA,
         }),
       },
@@ -180,7 +189,7 @@ export async function confirmedByState(
         : "is not valid (altered, or signed by another server)",
     );
   }
-  if (!rounds.signer.isCaller(state, ctx.call.caller)) {
+  if (!rounds.signer.isCaller(state, boundTo(ctx.call))) {
     throw badState("was issued to another caller");
   }
   if (state.args !== orderDigest(args)) {

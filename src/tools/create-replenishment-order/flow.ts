@@ -9,8 +9,9 @@ import {
   type Stage,
   submittedWrite,
 } from "../../policy/audit.js";
+import { SOME_CATEGORY } from "../../policy/store-policy.js";
 import { checkedCreate } from "../../storelink/contract.js";
-import { catalogueItem, storeDirectory, unknownStore } from "../common.js";
+import { catalogueItem, checkAccess, storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
 import { askBuyer, confirmationRequired, confirmedByState } from "./confirmation.js";
 import { amount, preview } from "./preview.js";
@@ -30,10 +31,16 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
   const order = orderFieldsOf(args);
   let stage: Stage = "checking";
   try {
+    // A store this principal may not order for is refused before anything else: no StoreLink
+    // call, no key lookup, no cap slot, no question to the buyer. The SKU's category, once read,
+    // is checked too.
+    const policy = await ctx.policy.current();
+    checkAccess(policy, ctx.call, "order", args.store_id, SOME_CATEGORY);
     const [directory, item] = await Promise.all([
       storeDirectory(ctx),
       catalogueItem(ctx, args.sku),
     ]);
+    checkAccess(policy, ctx.call, "order", args.store_id, item.category);
     const store = directory.get(args.store_id);
     if (!store) throw unknownStore(args.store_id, directory);
     if (args.dry_run === true) return await preview(args, ctx, store, item);

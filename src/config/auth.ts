@@ -1,18 +1,29 @@
-import { isLoopbackHost } from "../host-patterns.js";
+import { isLoopbackHost } from "./host-patterns.js";
 
 /**
- * The HTTP authentication settings as config.ts validates them: their value rules, the checks
- * across variables, and the shape the rest of the server reads. No I/O here (config.ts loads it
- * at every start, whatever the mode).
+ * HTTP authentication's settings (KORRAL_AUTH and its variables, declared in config.ts): their
+ * value rules and the checks across variables. The resource server itself is src/http/auth/.
  */
 
 export type AuthKind = "google" | "oauth";
 
 export const AUTH_VALUES = 'must be "oauth", "google", "oauth,google" or "none"';
 
+/** KORRAL_AUTH's value: the kinds, sorted; `none` is the empty list. */
+export function authKinds(value: string): AuthKind[] | undefined {
+  const kinds = [...new Set(value.split(",").map((kind) => kind.trim()))].sort();
+  if (kinds.join() === "none") return [];
+  return kinds.every((kind) => kind === "oauth" || kind === "google")
+    ? (kinds as AuthKind[])
+    : undefined;
+}
+
 /** RFC 6749's scope-token: printable ASCII without space, `"` or `\`. */
 export const SCOPE_TOKEN = /^[\u0021\u0023-\u005B\u005D-\u007E]+$/;
 export const SCOPE_MESSAGE = "must be one OAuth scope (printable ASCII, no space)";
+
+/** Where Google publishes the keys that sign its ID tokens. */
+export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
 
 const LOOPBACK_NAMES = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
@@ -30,8 +41,8 @@ export function isLoopbackUrl(value: string): boolean {
 
 /**
  * Why `value` cannot be the issuer or the resource, or undefined: an absolute https URL (http on
- * loopback only, for tests and local runs), without a fragment, and for an issuer without a query
- * (RFC 8414 §2; RFC 8707 §2 forbids the resource's fragment).
+ * loopback only, for tests and local runs), without a fragment or credentials, and for an issuer
+ * without a query (RFC 8414 §2; RFC 8707 §2 forbids the resource's fragment).
  */
 export function authUrlProblem(value: string, what: "issuer" | "resource"): string | undefined {
   let url: URL;
@@ -49,59 +60,34 @@ export function authUrlProblem(value: string, what: "issuer" | "resource"): stri
   return undefined;
 }
 
-/** The settings as validated (the environment's names, before config.ts shapes them). */
+/** The settings as validated, by variable name. */
 export interface AuthVariables {
-  KORRAL_AUTH?: AuthKind[] | undefined;
+  KORRAL_AUTH?: readonly AuthKind[] | undefined;
   KORRAL_OAUTH_ISSUER?: string | undefined;
   KORRAL_OAUTH_RESOURCE?: string | undefined;
-  KORRAL_OAUTH_AUDIENCES: string[];
   KORRAL_OAUTH_READ_SCOPE: string;
   KORRAL_OAUTH_ORDER_SCOPE: string;
-  KORRAL_OAUTH_PRINCIPAL_CLAIM: string;
-  KORRAL_GOOGLE_AUDIENCES: string[];
-  KORRAL_TEST_GOOGLE_CERTS_URL?: string | undefined;
+  KORRAL_GOOGLE_AUDIENCES: readonly string[];
 }
 
-export type AuthSettings = Readonly<{
-  /** Empty: `none`, today's unverified caller. */
-  kinds: readonly AuthKind[];
-  oauth: Readonly<{
-    issuer: string;
-    resource: string;
-    audiences: readonly string[];
-    readScope: string;
-    orderScope: string;
-    principalClaim: string;
-  }>;
-  google: Readonly<{ audiences: readonly string[]; certsUrl: string }>;
-}>;
-
-/** Where Google publishes the keys that sign its ID tokens. */
-export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
-
-/** Unset KORRAL_AUTH reads as `none`: authProblems refuses it wherever that is not allowed. */
-export function authSettings(c: AuthVariables): AuthSettings {
-  return {
-    kinds: c.KORRAL_AUTH ?? [],
-    oauth: {
-      issuer: c.KORRAL_OAUTH_ISSUER ?? "",
-      resource: c.KORRAL_OAUTH_RESOURCE ?? "",
-      audiences: c.KORRAL_OAUTH_AUDIENCES,
-      readScope: c.KORRAL_OAUTH_READ_SCOPE,
-      orderScope: c.KORRAL_OAUTH_ORDER_SCOPE,
-      principalClaim: c.KORRAL_OAUTH_PRINCIPAL_CLAIM,
-    },
-    google: {
-      audiences: c.KORRAL_GOOGLE_AUDIENCES,
-      certsUrl: c.KORRAL_TEST_GOOGLE_CERTS_URL ?? GOOGLE_CERTS_URL,
-    },
-  };
+/** What the resource server reads (`Config["auth"]`). */
+export interface AuthSettings {
+  /** Empty: `none`, the unverified caller. */
+  readonly kinds: readonly AuthKind[];
+  readonly issuer: string;
+  readonly resource: string;
+  readonly audiences: readonly string[];
+  readonly readScope: string;
+  readonly orderScope: string;
+  readonly principalClaim: string;
+  readonly googleAudiences: readonly string[];
+  readonly googleCertsUrl: string;
 }
 
 /**
- * The checks across variables, one line each (config.ts joins them with the rest). `invalid` says
- * whether a variable was already named as invalid (no second line about it). Only the HTTP entry
- * authenticates: stdio keeps none, as the specification says.
+ * The checks across variables, one line each (config.ts joins them with the rest). `invalid`
+ * says whether a variable was already named as invalid (no second line about it). Only the HTTP
+ * entry authenticates: stdio keeps none, as the specification says.
  */
 export function authProblems(
   c: AuthVariables,
@@ -112,14 +98,13 @@ export function authProblems(
   if (!context.http) return problems;
   const kinds = c.KORRAL_AUTH;
   /** Set (a list: not empty), or already named as invalid. */
-  const given = (name: keyof AuthVariables): boolean => {
+  const given = (
+    name: "KORRAL_OAUTH_ISSUER" | "KORRAL_OAUTH_RESOURCE" | "KORRAL_GOOGLE_AUDIENCES",
+  ) => {
     const value = c[name];
-    return (
-      invalid(name) ||
-      (Array.isArray(value) && name !== "KORRAL_AUTH" ? value.length > 0 : value !== undefined)
-    );
+    return invalid(name) || typeof value === "string" || (value !== undefined && value.length > 0);
   };
-  if (!given("KORRAL_AUTH")) {
+  if (kinds === undefined && !invalid("KORRAL_AUTH")) {
     if (context.production) {
       problems.push(
         "KORRAL_AUTH: required on HTTP when NODE_ENV=production: oauth, google or oauth,google (none is refused)",
