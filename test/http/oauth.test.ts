@@ -195,7 +195,13 @@ describe("KORRAL_AUTH=oauth: scopes", () => {
     expect(claimsOf(token).scope).toBe(`${READ_SCOPE} ${ORDER_SCOPE}`);
     const res = await post(toolCall(1, "create_replenishment_order", ORDER), token);
     expect(res.status).toBe(200);
-    expect(res.text).toMatch(/RPL-47-\d{3}/);
+    const orderId = /RPL-47-\d{3}/.exec(res.text)?.[0];
+    expect(orderId).toBeDefined();
+    // The audit line names the verified principal and its client.
+    const audit = await readFile(join(ws.logDir, "audit.log"), "utf8");
+    const line = audit.split("\n").find((l) => l.includes(` CREATED ${orderId} `));
+    expect(line).toContain(" by=client:replenishment-agent ");
+    expect(line).toContain(" client=replenishment-agent");
   });
 
   it("a token without the read scope is refused every call (403, the read scope named)", async () => {
