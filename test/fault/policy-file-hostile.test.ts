@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +13,7 @@ import {
 import { POLICY_MAX_BYTES, type StorePolicy } from "../../src/policy/store-policy.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { captureOpsLog } from "../helpers/ops-log.js";
+import { runSyncOk } from "../helpers/spawn.js";
 
 /**
  * The policy file as a careless or hostile hand leaves it: missing, a symbolic link, a FIFO, a
@@ -96,7 +96,7 @@ describe("a hostile policy file is an unavailable policy, never a crash", () => 
 
   it("a FIFO with no writer: refused at once, not waited on until the deadline", async () => {
     const path = join(await dir(), "policy.json");
-    execFileSync("mkfifo", [path]);
+    runSyncOk("mkfifo", [path]);
     const { source } = fileSource(path);
     // A read that blocked on the FIFO would end at the deadline ("took over 1000 ms").
     expect(problemOf(await source.current())).toBe("policy file is not a regular file");

@@ -1,14 +1,12 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runProcess } from "../helpers/spawn.js";
 
 /** scripts/check-policy.ts, as docs/identity.md tells an operator to run it. */
 
 const ROOT = join(import.meta.dirname, "../..");
-const run = promisify(execFile);
 let dir: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "korral-check-policy-"));
@@ -18,17 +16,12 @@ afterAll(async () => {
 });
 
 async function check(file: string): Promise<{ code: number; out: string; err: string }> {
-  try {
-    const { stdout, stderr } = await run(
-      process.execPath,
-      ["--import", "tsx", "scripts/check-policy.ts", file],
-      { cwd: ROOT },
-    );
-    return { code: 0, out: stdout, err: stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, out: e.stdout, err: e.stderr };
-  }
+  const ran = await runProcess(
+    process.execPath,
+    ["--import", "tsx", "scripts/check-policy.ts", file],
+    { cwd: ROOT },
+  );
+  return { code: ran.code ?? -1, out: ran.stdout, err: ran.stderr };
 }
 
 describe("scripts/check-policy.ts", () => {
