@@ -5,6 +5,8 @@ import {
   authKinds,
   authProblems,
   authUrlProblem,
+  CLAIM_MESSAGE,
+  CLAIM_NAME,
   GOOGLE_CERTS_URL,
   isLoopbackUrl,
   SCOPE_MESSAGE,
@@ -119,7 +121,7 @@ export const VARIABLES = {
   KORRAL_POLICY_FILE: variable({
     schema: z.string().min(1).optional(),
     to: [],
-    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. Read and checked; not yet applied to tool calls.",
+    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. On HTTP with `KORRAL_AUTH` other than `none` one of the two is required (the start is refused otherwise, exit 2, naming both); unset with `none` and on stdio, every caller may use every store.",
     cloudRun: "unused",
     cloudRunNote: "the store policy as a file, for local runs",
   }),
@@ -133,9 +135,9 @@ export const VARIABLES = {
       .optional(),
     to: [],
     doc: "The store policy in Secret Manager: a secret id (its latest version, in `GOOGLE_CLOUD_PROJECT`, then required) or a version's full name `projects/<project>/secrets/<id>/versions/<latest or a number>`. Read with `KORRAL_KEY_DEADLINE_MS` as its deadline.",
-    cloudRun: "unset for now",
+    cloudRun: "`storelink-policy` (section 3)",
     cloudRunNote:
-      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)): read and checked, not yet applied to tool calls",
+      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)); required with `KORRAL_AUTH`",
   }),
   KORRAL_POLICY_CACHE_SECONDS: variable({
     schema: z.coerce.number().int().min(0).max(300).default(10),
@@ -403,13 +405,17 @@ export const VARIABLES = {
     cloudRun: "unset",
   }),
   KORRAL_OAUTH_PRINCIPAL_CLAIM: variable({
-    schema: z
-      .string()
-      .regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be a claim name")
-      .default("email"),
+    schema: z.string().regex(CLAIM_NAME, CLAIM_MESSAGE).default("email"),
     to: ["auth.principalClaim"],
     doc: "The access-token claim that names the person: the principal is `user:<value>` (`svc:<value>` for a `…gserviceaccount.com` address). A token without it is a client's own (client credentials, `sub` = its client id): `client:<client_id>`; anything else is refused.",
     cloudRun: "unset",
+  }),
+  KORRAL_OAUTH_GROUPS_CLAIM: variable({
+    schema: z.string().regex(CLAIM_NAME, CLAIM_MESSAGE).optional(),
+    to: ["auth.groupsClaim"],
+    doc: "The access-token claim that lists the caller's groups at the identity provider (`groups`, or a namespaced one such as `https://korral.example/groups`): a list of names, or one name. The store policy's `idp_groups` maps them to its groups ([identity.md](docs/identity.md#store-policy)). Unset: no groups are read. Google ID tokens carry none.",
+    cloudRun: "with `oauth` only",
+    cloudRunNote: "when the policy grants stores through `idp_groups`",
   }),
   KORRAL_GOOGLE_AUDIENCES: variable({
     schema: commaList,

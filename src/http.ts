@@ -8,6 +8,7 @@ import type { AuthGate } from "./http/auth/gate.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
+import type { CallRecorder } from "./logging/records.js";
 import { unverifiedPrincipal } from "./policy/principal.js";
 import type { Deps } from "./tools/define.js";
 
@@ -87,13 +88,14 @@ function warnOfEphemeralKey(config: Config): void {
 }
 
 /**
- * The resource server KORRAL_AUTH asks for, or undefined for `none`. Loaded only then: jose and
- * the verifiers stay out of a start that never uses them.
+ * The resource server KORRAL_AUTH asks for, or undefined for `none`, auditing the writes it
+ * refuses to `recorder`. Loaded only then: jose and the verifiers stay out of a start that never
+ * uses them.
  */
-async function authGateFor(config: Config): Promise<AuthGate | undefined> {
+async function authGateFor(config: Config, recorder: CallRecorder): Promise<AuthGate | undefined> {
   if (config.auth.kinds.length === 0) return undefined;
   const { authGate } = await import("./http/auth/gate.js");
-  const gate = authGate(config.auth);
+  const gate = authGate(config.auth, recorder);
   gate.warm();
   opsLog.info(
     {
@@ -111,7 +113,7 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, "http");
   const { deps, recorder } = await startDeps(config, "http");
   warnOfEphemeralKey(config);
-  serve(deps, config, () => recorder.close(), await authGateFor(config));
+  serve(deps, config, () => recorder.close(), await authGateFor(config, deps.recorder));
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -22,6 +22,10 @@ export function authKinds(value: string): AuthKind[] | undefined {
 export const SCOPE_TOKEN = /^[\u0021\u0023-\u005B\u005D-\u007E]+$/;
 export const SCOPE_MESSAGE = "must be one OAuth scope (printable ASCII, no space)";
 
+/** A token claim's name; `/` and `:` for the URL-namespaced claims some IdPs require. */
+export const CLAIM_NAME = /^[A-Za-z0-9_.:/-]{1,128}$/;
+export const CLAIM_MESSAGE = "must be a claim name (letters, digits, _ . : / -)";
+
 /** Where Google publishes the keys that sign its ID tokens. */
 export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
 
@@ -68,6 +72,8 @@ export interface AuthVariables {
   KORRAL_OAUTH_READ_SCOPE: string;
   KORRAL_OAUTH_ORDER_SCOPE: string;
   KORRAL_GOOGLE_AUDIENCES: readonly string[];
+  KORRAL_POLICY_FILE?: string | undefined;
+  KORRAL_POLICY_SECRET?: string | undefined;
 }
 
 /** What the resource server reads (`Config["auth"]`). */
@@ -80,6 +86,8 @@ export interface AuthSettings {
   readonly readScope: string;
   readonly orderScope: string;
   readonly principalClaim: string;
+  /** The access-token claim listing the caller's IdP groups (oauth); undefined: none is read. */
+  readonly groupsClaim: string | undefined;
   readonly googleAudiences: readonly string[];
   readonly googleCertsUrl: string;
 }
@@ -99,7 +107,12 @@ export function authProblems(
   const kinds = c.KORRAL_AUTH;
   /** Set (a list: not empty), or already named as invalid. */
   const given = (
-    name: "KORRAL_OAUTH_ISSUER" | "KORRAL_OAUTH_RESOURCE" | "KORRAL_GOOGLE_AUDIENCES",
+    name:
+      | "KORRAL_OAUTH_ISSUER"
+      | "KORRAL_OAUTH_RESOURCE"
+      | "KORRAL_GOOGLE_AUDIENCES"
+      | "KORRAL_POLICY_FILE"
+      | "KORRAL_POLICY_SECRET",
   ) => {
     const value = c[name];
     return invalid(name) || typeof value === "string" || (value !== undefined && value.length > 0);
@@ -127,6 +140,18 @@ export function authProblems(
     if (c.KORRAL_OAUTH_READ_SCOPE === c.KORRAL_OAUTH_ORDER_SCOPE) {
       problems.push("KORRAL_OAUTH_ORDER_SCOPE: must differ from KORRAL_OAUTH_READ_SCOPE");
     }
+  }
+  // A verified caller is scoped to its stores: without a policy every one of them could act at
+  // every store the service holds a key for.
+  if (
+    kinds !== undefined &&
+    kinds.length > 0 &&
+    !given("KORRAL_POLICY_FILE") &&
+    !given("KORRAL_POLICY_SECRET")
+  ) {
+    problems.push(
+      "KORRAL_POLICY_FILE or KORRAL_POLICY_SECRET: required when KORRAL_AUTH is not none; the store policy says which stores each caller may read and order for (docs/identity.md)",
+    );
   }
   if (kinds?.includes("google") && !given("KORRAL_GOOGLE_AUDIENCES")) {
     problems.push(

@@ -11,6 +11,7 @@ import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import { unverifiedPrincipal } from "../policy/principal.js";
 import type { Deps } from "../tools/define.js";
 import type { AuthGate } from "./auth/gate.js";
+import { verifiedOrigin } from "./auth/origin.js";
 import {
   bodyRefusals,
   JSON_BODY_LIMIT,
@@ -132,13 +133,7 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
     // caller. The raw token is deliberately not carried along.
     const verified = auth?.verifiedOf(req);
     const origin: CallOrigin = verified
-      ? {
-          by: verified.principal,
-          client: verified.clientId,
-          groups: [],
-          caller: verified.principal,
-          traceFields: traceFieldsOf(req.headers),
-        }
+      ? verifiedOrigin(verified, req.headers)
       : {
           by: unverified,
           client: undefined,

@@ -11,9 +11,9 @@ import type {
 
 /**
  * The one place an audit record is built and its outcome decided: one builder per kind of line
- * (submitted, previewed, refused, failed, abandoned at shutdown, left by a killed process), used
- * by the write tool, lifecycle/inflight.ts and lifecycle/recovery.ts; none of them names an
- * outcome. What the line looks like on disk is logging/format.ts; what it records is this module.
+ * (submitted, previewed, refused, refused for want of a scope, failed, abandoned at shutdown,
+ * left by a killed process), used by the write tool, http/auth/gate.ts, lifecycle/inflight.ts and
+ * lifecycle/recovery.ts; none of them names an outcome. What the line looks like on disk is logging/format.ts; what it records is this module.
  */
 
 /**
@@ -118,6 +118,15 @@ export const previewedWrite = (call: CallRecord, fields: OrderFields) =>
 /** Arguments refused before the write ran (validation, the rate limit): nothing was sent. */
 export const refusedWrite = (call: CallRecord, error: ToolError) =>
   auditRecord("REJECTED", of(call, orderFieldsOf(call.args)), { detail: error.message });
+
+/**
+ * A write the HTTP gate refused because the caller's token lacks `scope` (403
+ * insufficient_scope): no tool ran, nothing was sent. One line per write of the request.
+ */
+export const unscopedWrite = (call: CallRecord, scope: string) =>
+  auditRecord("REJECTED", of(call, orderFieldsOf(call.args)), {
+    detail: `the caller's token lacks the ${scope} scope (403 insufficient_scope); nothing was submitted`,
+  });
 
 /** A write that failed at `stage`: REJECTED or UNCERTAIN by `failedOutcome`. */
 export const failedWrite = (

@@ -5,7 +5,8 @@ import { runToExit } from "../helpers/spawn.js";
 /**
  * KORRAL_AUTH and its variables: unset is `none` on a loopback HOST only (both README commands
  * work on a fresh clone), any other listener must choose, `none` is refused in production, and
- * every mode says what it still needs. Each refusal is one line, exit 2, naming the variable.
+ * every mode says what it still needs, a store policy above all. Each refusal is one line, exit 2,
+ * naming the variable.
  */
 
 /** What production HTTP needs besides authentication, so only the auth problems remain. */
@@ -15,11 +16,15 @@ const PRODUCTION = {
   KORRAL_REQUEST_STATE_KEY: "a-test-request-state-key-of-32-bytes!!",
   KORRAL_LIMITS: "per-instance",
 };
+/** A store policy's source: the configuration names it, the file is read later. */
+const POLICY = { KORRAL_POLICY_FILE: "/etc/korral/policy.json" };
 const OAUTH = {
   KORRAL_AUTH: "oauth",
   KORRAL_OAUTH_ISSUER: "https://idp.korral.example",
   KORRAL_OAUTH_RESOURCE: "https://storelink-mcp.korral.example/mcp",
+  ...POLICY,
 };
+const GOOGLE = { KORRAL_GOOGLE_AUDIENCES: "https://svc-123.run.app", ...POLICY };
 
 function httpProblem(env: NodeJS.ProcessEnv): string {
   try {
@@ -65,15 +70,49 @@ describe("KORRAL_AUTH: which listeners may go without", () => {
 
 describe("KORRAL_AUTH: the modes and what each needs", () => {
   it("reads every mode, in any order", () => {
-    const google = { KORRAL_GOOGLE_AUDIENCES: "https://svc-123.run.app" };
     expect(loadConfig({ ...OAUTH }, "http").auth.kinds).toEqual(["oauth"]);
-    expect(loadConfig({ KORRAL_AUTH: "google", ...google }, "http").auth.kinds).toEqual(["google"]);
+    expect(loadConfig({ KORRAL_AUTH: "google", ...GOOGLE }, "http").auth.kinds).toEqual(["google"]);
     for (const both of ["oauth,google", "google, oauth"]) {
-      expect(loadConfig({ ...OAUTH, ...google, KORRAL_AUTH: both }, "http").auth.kinds).toEqual([
+      expect(loadConfig({ ...OAUTH, ...GOOGLE, KORRAL_AUTH: both }, "http").auth.kinds).toEqual([
         "google",
         "oauth",
       ]);
     }
+  });
+
+  it("every verified mode needs a store policy, from a file or a secret", () => {
+    const noPolicy =
+      /KORRAL_POLICY_FILE or KORRAL_POLICY_SECRET: required when KORRAL_AUTH is not none/;
+    const { KORRAL_POLICY_FILE: _file, ...oauthAlone } = OAUTH;
+    const { KORRAL_POLICY_FILE: _too, ...googleAlone } = GOOGLE;
+    expect(httpProblem(oauthAlone)).toMatch(noPolicy);
+    expect(httpProblem({ KORRAL_AUTH: "google", ...googleAlone })).toMatch(noPolicy);
+    expect(httpProblem({ ...PRODUCTION, ...oauthAlone })).toMatch(noPolicy);
+    const secret = "projects/korral-prod/secrets/storelink-policy/versions/latest";
+    expect(
+      loadConfig({ ...oauthAlone, KORRAL_POLICY_SECRET: secret }, "http").policy.source,
+    ).toEqual({ kind: "secret", name: secret });
+    // none keeps today's open service; stdio keeps no OAuth.
+    expect(
+      loadConfig({ HOST: "0.0.0.0", KORRAL_AUTH: "none" }, "http").policy.source,
+    ).toBeUndefined();
+    expect(loadConfig({ ...oauthAlone }, "stdio").policy.source).toBeUndefined();
+    // A bad secret name is said once, as itself.
+    const bad = httpProblem({ ...oauthAlone, KORRAL_POLICY_SECRET: "a/b" });
+    expect(bad).toMatch(/KORRAL_POLICY_SECRET: must be a secret id/);
+    expect(bad).not.toMatch(noPolicy);
+  });
+
+  it("the IdP groups claim: unset reads none; a claim name, namespaced ones too", () => {
+    expect(loadConfig({ ...OAUTH }, "http").auth.groupsClaim).toBeUndefined();
+    for (const claim of ["groups", "https://korral.example/groups", "cognito:groups"]) {
+      expect(
+        loadConfig({ ...OAUTH, KORRAL_OAUTH_GROUPS_CLAIM: claim }, "http").auth.groupsClaim,
+      ).toBe(claim);
+    }
+    expect(httpProblem({ ...OAUTH, KORRAL_OAUTH_GROUPS_CLAIM: "my groups" })).toMatch(
+      /KORRAL_OAUTH_GROUPS_CLAIM: must be a claim name/,
+    );
   });
 
   it("defaults: the scope names, the principal claim, Google's own keys", () => {
@@ -123,7 +162,7 @@ describe("KORRAL_AUTH: the modes and what each needs", () => {
     [
       {
         KORRAL_AUTH: "google",
-        KORRAL_GOOGLE_AUDIENCES: "https://x.run.app",
+        ...GOOGLE,
         KORRAL_TEST_GOOGLE_CERTS_URL: "https://keys.example/certs",
       },
       /KORRAL_TEST_GOOGLE_CERTS_URL: tests only: must be an http\(s\) URL on loopback/,
@@ -138,6 +177,7 @@ describe("KORRAL_AUTH: the modes and what each needs", () => {
         KORRAL_AUTH: "oauth",
         KORRAL_OAUTH_ISSUER: "http://127.0.0.1:9000",
         KORRAL_OAUTH_RESOURCE: "http://localhost:8080/mcp",
+        ...POLICY,
       },
       "http",
     );
@@ -145,7 +185,7 @@ describe("KORRAL_AUTH: the modes and what each needs", () => {
   });
 });
 
-describe("the built dist/http.js refuses to start: exit 2, one line naming KORRAL_AUTH", () => {
+describe("the built dist/http.js refuses to start: exit 2, one line naming the variable", () => {
   it.each([
     [
       "a non-loopback HOST without KORRAL_AUTH",
@@ -165,8 +205,17 @@ describe("the built dist/http.js refuses to start: exit 2, one line naming KORRA
     ["an unknown mode", { KORRAL_AUTH: "basic" }, /KORRAL_AUTH: must be/],
     [
       "oauth without its issuer",
-      { KORRAL_AUTH: "oauth", KORRAL_OAUTH_RESOURCE: OAUTH.KORRAL_OAUTH_RESOURCE },
+      { KORRAL_AUTH: "oauth", KORRAL_OAUTH_RESOURCE: OAUTH.KORRAL_OAUTH_RESOURCE, ...POLICY },
       /KORRAL_OAUTH_ISSUER: required/,
+    ],
+    [
+      "oauth without a store policy",
+      {
+        KORRAL_AUTH: "oauth",
+        KORRAL_OAUTH_ISSUER: OAUTH.KORRAL_OAUTH_ISSUER,
+        KORRAL_OAUTH_RESOURCE: OAUTH.KORRAL_OAUTH_RESOURCE,
+      },
+      /: KORRAL_POLICY_FILE or KORRAL_POLICY_SECRET: required when KORRAL_AUTH is not none/,
     ],
   ])("%s", async (_what, env, line) => {
     const run = await runToExit("http.js", { KORRAL_LOG_FILES: "off", ...env });

@@ -14,9 +14,11 @@ export function configErrorOf(env: NodeJS.ProcessEnv): string {
 
 /**
  * An authentication mode for production HTTP starts that never call /mcp (production refuses
- * KORRAL_AUTH=none): Google ID tokens for a made-up audience, nothing fetched at start.
+ * KORRAL_AUTH=none): Google ID tokens for a made-up audience, and the store policy every verified
+ * mode needs (named only: nothing is read or fetched at start).
  */
 export const PRODUCTION_AUTH = {
   KORRAL_AUTH: "google",
   KORRAL_GOOGLE_AUDIENCES: "https://korral-storelink.test.invalid",
+  KORRAL_POLICY_FILE: "/etc/korral/policy.json",
 } as const;

@@ -14,6 +14,24 @@ export async function tempWorkspace(keys: Record<string, string> = { ...SEED_ACC
 }
 
 /**
+ * A store policy (docs/identity.md#store-policy) letting each principal read and order for every
+ * store: what a test that starts with KORRAL_AUTH on, and is not about the policy, gives it.
+ */
+export const grantingAll = (...principals: string[]) => ({
+  version: 1,
+  mode: "enforce",
+  groups: { everything: { read: { stores: "*" }, order: { stores: "*" } } },
+  principals: Object.fromEntries(principals.map((principal) => [principal, ["everything"]])),
+});
+
+/** Writes `document` as `policy.json` in `dir`; returns its path, for KORRAL_POLICY_FILE. */
+export async function policyFile(dir: string, document: object): Promise<string> {
+  const path = join(dir, "policy.json");
+  await writeFile(path, JSON.stringify(document));
+  return path;
+}
+
+/**
  * Steps undone after each test of the calling file, last in first out and one at a time: a
  * server must be gone before its directory is removed (a live server recreating its log dir made
  * rm fail with ENOTEMPTY). Call once, at the top level of a test file.

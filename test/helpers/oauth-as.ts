@@ -36,6 +36,8 @@ export interface ServiceClient {
   clientSecret: string;
   /** The scopes this client may ever get (its registered ceiling). */
   scope: string;
+  /** The IdP groups its tokens list, in their `groups` claim. */
+  groups?: string[];
 }
 
 /** An agent that may read and order, and a report job that may only read. */

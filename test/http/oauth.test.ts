@@ -1,7 +1,7 @@
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { grantingAll, policyFile, tempWorkspace } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import {
   AGENT,
@@ -18,8 +18,8 @@ import { freePort, type Spawned, spawnDist, waitForHealthy } from "../helpers/sp
 /**
  * KORRAL_AUTH=oauth through the built server (dist/http.js) and a real authorization server
  * (oidc-provider, a child process): the 401 and its challenge, both metadata documents, the
- * token matrix, the read scope on every call and the order scope on the write (in a batch too),
- * and the token in no output.
+ * token matrix, the read scope on every call and the order scope on the write (in a batch too, each
+ * refused write audited with who), and the token in no output.
  */
 
 let as: RunningAs;
@@ -30,12 +30,18 @@ let resource: string;
 /** A second server of the same issuer, with a rate limit of one call a minute. */
 let limitedPort: number;
 let ws: Awaited<ReturnType<typeof tempWorkspace>>;
+/** Both clients may use every store: the policy is not what this file tests. */
+let policy: string;
 const OTHER_RESOURCE = "http://127.0.0.1:1/some-other-api";
 /** Every token this file sends: none may appear in any output. */
 const sent = new Set<string>();
 
 beforeAll(async () => {
   ws = await tempWorkspace();
+  policy = await policyFile(
+    ws.dir,
+    grantingAll(`client:${AGENT.clientId}`, `client:${REPORTER.clientId}`),
+  );
   port = await freePort();
   base = `http://127.0.0.1:${port}`;
   resource = `${base}/mcp`;
@@ -53,6 +59,7 @@ beforeAll(async () => {
     KORRAL_AUTH: "oauth",
     KORRAL_OAUTH_ISSUER: as.issuer,
     KORRAL_OAUTH_RESOURCE: resource,
+    KORRAL_POLICY_FILE: policy,
     KORRAL_RATE_LIMIT_PER_MIN: "0",
   });
   await waitForHealthy(server, `${base}/healthz`);
@@ -65,6 +72,12 @@ afterAll(async () => {
 });
 
 type Headers = Record<string, string>;
+
+/** The audit log's lines so far. */
+const auditLines = async (): Promise<string[]> =>
+  (await readFile(join(ws.logDir, "audit.log"), "utf8").catch(() => ""))
+    .split("\n")
+    .filter(Boolean);
 
 async function post(body: unknown, token?: string, headers: Headers = {}) {
   if (token) sent.add(token);
@@ -190,6 +203,29 @@ describe("KORRAL_AUTH=oauth: scopes", () => {
     expect(res.text).not.toContain("8847291");
   });
 
+  it("each write refused for its scope is audited REJECTED with who, one line per write of the batch", async () => {
+    const token = await as.tokenFor(REPORTER, resource);
+    const before = await auditLines();
+    const batch = [
+      toolCall(1, "create_replenishment_order", { ...ORDER, store_id: "63", quantity: 7 }),
+      toolCall(2, "lookup_sku", { query: "butter" }),
+      toolCall(3, "create_replenishment_order", { ...ORDER, quantity: 9, dry_run: true }),
+    ];
+    insufficient(await post(batch, token), `${READ_SCOPE} ${ORDER_SCOPE}`);
+    const lines = (await auditLines()).slice(before.length);
+    expect(lines).toHaveLength(2);
+    const who = ` by=client:${REPORTER.clientId} client=${REPORTER.clientId} `;
+    const missing = `detail="the caller's token lacks the ${ORDER_SCOPE} scope`;
+    expect(lines[0]).toMatch(/ REJECTED - store=63 sku=8847291 qty=7 req=req_\w+ by=/);
+    expect(lines[1]).toMatch(/ REJECTED - store=47 sku=8847291 qty=9 req=req_\w+ by=/);
+    for (const line of lines) {
+      expect(line).toContain(who);
+      expect(line).toContain(missing);
+    }
+    // Each its own call: two request ids.
+    expect(new Set(lines.map((l) => /req=(\w+)/.exec(l)?.[1])).size).toBe(2);
+  });
+
   it("a token with the order scope places the order", async () => {
     const token = await as.tokenFor(AGENT, resource);
     expect(claimsOf(token).scope).toBe(`${READ_SCOPE} ${ORDER_SCOPE}`);
@@ -221,6 +257,7 @@ describe("KORRAL_AUTH=oauth: the caller is the verified principal", () => {
       KORRAL_AUTH: "oauth",
       KORRAL_OAUTH_ISSUER: as.issuer,
       KORRAL_OAUTH_RESOURCE: `${limitedBase}/mcp`,
+      KORRAL_POLICY_FILE: policy,
       KORRAL_RATE_LIMIT_PER_MIN: "1",
     });
     try {

@@ -9,9 +9,14 @@ import {
 } from "@modelcontextprotocol/server";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { AuthSettings } from "../../config/auth.js";
+import { callRecord } from "../../logging/call-record.js";
 import { opsLog } from "../../logging/ops.js";
+import type { CallRecorder } from "../../logging/records.js";
+import { newRequestId } from "../../mcp/call-tool.js";
 import { SERVER_NAME } from "../../mcp/server.js";
+import { unscopedWrite } from "../../policy/audit.js";
 import type { ToolName } from "../../tools/names.js";
+import { verifiedOrigin } from "./origin.js";
 import { tokenCache } from "./token-cache.js";
 import { AuthUnavailable, tokenVerifier, type Verified } from "./verify.js";
 
@@ -26,7 +31,8 @@ import { AuthUnavailable, tokenVerifier, type Verified } from "./verify.js";
  *   scope 403 `insufficient_scope`;
  * - `requireWriteScope` (after it): any request or batch element calling the write (preview
  *   included) without the order scope is 403 `insufficient_scope` naming both scopes, so the
- *   client asks the buyer for more (step-up), before anything of the batch runs.
+ *   client asks the buyer for more (step-up), before anything of the batch runs; each such write
+ *   is audited REJECTED, saying who, before the 403 leaves.
  * The token itself is dropped once checked: it never reaches StoreLink, a log, a trace or an
  * answer (the cache holds its SHA-256 only).
  */
@@ -64,19 +70,18 @@ async function send(res: Response, response: globalThis.Response): Promise<void>
 const isObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value);
 
-/** Whether `body` (one message or a batch) calls the write anywhere. */
-export function callsWrite(body: unknown): boolean {
+/** The arguments of each call of the write in `body` (one message or a batch), in order. */
+export function writesIn(body: unknown): unknown[] {
   const messages = Array.isArray(body) ? body : [body];
-  return messages.some(
-    (m) =>
-      isObject(m) &&
-      m.method === "tools/call" &&
-      isObject(m.params) &&
-      m.params.name === WRITE_TOOL,
+  return messages.flatMap((m) =>
+    isObject(m) && m.method === "tools/call" && isObject(m.params) && m.params.name === WRITE_TOOL
+      ? [m.params.arguments]
+      : [],
   );
 }
 
-export function authGate(settings: AuthSettings): AuthGate {
+/** `recorder`: where a write refused for its scope is audited (the app's). */
+export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGate {
   const oauth = settings.kinds.includes("oauth");
   const { readScope, orderScope } = settings;
   const resourceMetadataUrl = oauth
@@ -150,9 +155,10 @@ export function authGate(settings: AuthSettings): AuthGate {
   const writeScopes = [readScope, orderScope];
   const requireWriteScope = (req: Request, res: Response, next: NextFunction): void => {
     const who = verified.get(req);
+    const writes = who === undefined ? [] : writesIn(req.body);
     if (
       who === undefined ||
-      !callsWrite(req.body) ||
+      writes.length === 0 ||
       writeScopes.every((s) => who.scopes.includes(s))
     ) {
       next();
@@ -162,9 +168,18 @@ export function authGate(settings: AuthSettings): AuthGate {
       OAuthErrorCode.InsufficientScope,
       `${WRITE_TOOL} needs the ${orderScope} scope`,
     );
-    void send(
-      res,
-      bearerAuthChallengeResponse(denied, { requiredScopes: writeScopes, ...options }),
+    // Each refused write is an attempt the audit keeps, with who: the record of a call that never
+    // ran, built as every call's is.
+    const origin = verifiedOrigin(who, req.headers);
+    const never = new AbortController().signal;
+    const audited = writes.map((args) =>
+      recorder.audit(
+        unscopedWrite(callRecord(origin, newRequestId(), WRITE_TOOL, args, never), orderScope),
+        origin.traceFields,
+      ),
+    );
+    void Promise.allSettled(audited).then(() =>
+      send(res, bearerAuthChallengeResponse(denied, { requiredScopes: writeScopes, ...options })),
     );
   };
 

@@ -32,6 +32,8 @@ export interface Verified {
   /** The OAuth client the token was issued to, where the token names one. */
   clientId: string | undefined;
   scopes: readonly string[];
+  /** The IdP groups the token lists (KORRAL_OAUTH_GROUPS_CLAIM), for the store policy. */
+  groups: readonly string[];
   /** Seconds since the epoch. */
   expiresAt: number;
 }
@@ -84,6 +86,25 @@ export function scopesOf(payload: JWTPayload): string[] {
     for (const item of items) if (typeof item === "string" && item !== "") found.add(item);
   }
   return [...found];
+}
+
+/** Groups kept from one token, and the longest name kept (the policy's idp_groups rule). */
+const MAX_GROUPS = 1_000;
+const MAX_GROUP_LENGTH = 128;
+
+/**
+ * The groups `claim` lists: a list of names, or one name; anything but a name of 1 to 128
+ * characters is dropped. No claim configured: none.
+ */
+export function groupsOf(payload: JWTPayload, claim: string | undefined): string[] {
+  if (claim === undefined) return [];
+  const value = payload[claim];
+  const items = typeof value === "string" ? [value] : Array.isArray(value) ? value : [];
+  const names = items.filter(
+    (item): item is string =>
+      typeof item === "string" && item !== "" && item.length <= MAX_GROUP_LENGTH,
+  );
+  return [...new Set(names)].slice(0, MAX_GROUPS);
 }
 
 /** RFC 8414 §3's well-known URL (inserted before the issuer's path), then OpenID's (appended). */
@@ -206,6 +227,7 @@ function oauthVerifier(settings: AuthSettings): TokenVerifier {
       principal,
       clientId,
       scopes: scopesOf(payload),
+      groups: groupsOf(payload, settings.groupsClaim),
       expiresAt: payload.exp as number,
     };
   };
@@ -244,6 +266,7 @@ function googleVerifier(settings: AuthSettings): TokenCheck {
       principal,
       clientId: undefined,
       scopes,
+      groups: [],
       expiresAt: payload.exp as number,
     };
   };
