@@ -5,8 +5,12 @@ import {
   StreamableHTTPClientTransport,
   UnauthorizedError,
 } from "@modelcontextprotocol/client";
+import { UnauthorizedError as UnauthorizedErrorV1 } from "@modelcontextprotocol/sdk/client/auth.js";
+import { ClientCredentialsProvider as ClientCredentialsProviderV1 } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { grantingAll, policyFile, tempWorkspace } from "../helpers/fixtures.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import {
   AGENT,
@@ -21,11 +25,12 @@ import { browserFor, MemoryProvider } from "../helpers/oauth-client.js";
 import { freePort, type Spawned, spawnDist, waitForHealthy } from "../helpers/spawn.js";
 
 /**
- * The official SDK v2 client against the built server with KORRAL_AUTH=oauth and a real
+ * The official SDK clients against the built server with KORRAL_AUTH=oauth and a real
  * authorization server: discovery driven by the 401, dynamic registration, authorization code
  * with PKCE and the resource indicator (a buyer signing in through the test's browser), and
  * client credentials (an agent, no person) with its step-up to the order scope; each then lists
- * the tools and calls a read, in both protocol eras.
+ * the tools and calls a read: SDK v2 in both protocol eras, and SDK v1 (1.x), which buyers'
+ * desktop clients still ship.
  */
 
 let as: RunningAs;
@@ -38,6 +43,12 @@ beforeAll(async () => {
   const port = await freePort();
   resource = `http://127.0.0.1:${port}/mcp`;
   as = await startAuthorizationServer({ resources: [resource] });
+  // The buyer and both clients may use every store: the policy is not what this file tests.
+  const policy = grantingAll(
+    "user:alice@korral.example",
+    `client:${AGENT.clientId}`,
+    `client:${REPORTER.clientId}`,
+  );
   server = spawnDist("http.js", {
     PORT: String(port),
     HOST: "127.0.0.1",
@@ -46,6 +57,7 @@ beforeAll(async () => {
     KORRAL_AUTH: "oauth",
     KORRAL_OAUTH_ISSUER: as.issuer,
     KORRAL_OAUTH_RESOURCE: resource,
+    KORRAL_POLICY_FILE: await policyFile(ws.dir, policy),
   });
   await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
 });
@@ -56,8 +68,9 @@ afterAll(async () => {
   if (ws) await rm(ws.dir, { recursive: true, force: true });
 });
 
-const structured = (result: { structuredContent?: unknown }) =>
-  result.structuredContent as Record<string, unknown>;
+/** A tool result's structured content (SDK v1's result type is a union: read it by name). */
+const structured = (result: object) =>
+  ("structuredContent" in result ? result.structuredContent : undefined) as Record<string, unknown>;
 
 describe.each(["legacy", "auto"] as const)("SDK v2 client (versionNegotiation %s)", (mode) => {
   const options = { versionNegotiation: { mode } };
@@ -155,4 +168,57 @@ it("a read-only agent cannot step up: the write fails without reaching the tool"
     }),
   ).rejects.toThrow();
   await client.close();
+});
+
+describe("SDK v1 client (@modelcontextprotocol/sdk 1.x)", () => {
+  it("authorization code + PKCE as the buyer: discovery, registration, sign-in, a read", async () => {
+    const provider = new MemoryProvider();
+    const transport = new TransportV1(new URL(resource), { authProvider: provider });
+    const first = new ClientV1({ name: "buyer-desktop-v1", version: "1.0.0" });
+    await expect(first.connect(transport)).rejects.toBeInstanceOf(UnauthorizedErrorV1);
+    expect(provider.clientInformation()?.client_id, "dynamic registration ran").toBeDefined();
+    const url = provider.authorizationUrl as URL;
+    expect(url.searchParams.get("resource")).toBe(resource);
+    expect(url.searchParams.get("code_challenge_method")).toBe("S256");
+
+    const callback = await browserFor("alice")(url);
+    await transport.finishAuth(callback.get("code") ?? "");
+    const token = provider.tokens()?.access_token as string;
+    expect(claimsOf(token)).toMatchObject({ aud: resource, email: "alice@korral.example" });
+
+    const client = new ClientV1({ name: "buyer-desktop-v1", version: "1.0.0" });
+    await client.connect(new TransportV1(new URL(resource), { authProvider: provider }));
+    const stock = structured(
+      await client.callTool({
+        name: "get_stock_position",
+        arguments: { sku: "8847291", store_ids: ["47"] },
+      }),
+    );
+    expect((stock.stores as { on_hand: number }[])[0]?.on_hand).toBe(3);
+    await client.close();
+  });
+
+  it("client credentials as an agent: tools and a read", async () => {
+    // SDK v1 asks the token endpoint for the scopes the provider is given, never the
+    // challenge's: an agent on v1 names them.
+    const provider = new ClientCredentialsProviderV1({
+      clientId: AGENT.clientId,
+      clientSecret: AGENT.clientSecret,
+      scope: READ_SCOPE,
+      expectedIssuer: as.issuer,
+    });
+    const client = new ClientV1({ name: "replenishment-agent-v1", version: "1.0.0" });
+    await client.connect(new TransportV1(new URL(resource), { authProvider: provider }));
+    expect(claimsOf(provider.tokens()?.access_token as string)).toMatchObject({
+      aud: resource,
+      client_id: AGENT.clientId,
+      scope: READ_SCOPE,
+    });
+    expect((await client.listTools()).tools.length).toBe(4);
+    const found = structured(
+      await client.callTool({ name: "lookup_sku", arguments: { query: "butter" } }),
+    );
+    expect((found.matches as { sku: string }[])[0]?.sku).toBe("8847291");
+    await client.close();
+  });
 });
