@@ -53,10 +53,11 @@ const CALL = {
  */
 const google = await startFakeGoogle();
 const AUDIENCE = "https://korral-storelink.bench.invalid";
+const CALLER = "bench@korral-prod.iam.gserviceaccount.com";
 const MCP_HEADERS = {
   "content-type": "application/json",
   accept: "application/json, text/event-stream",
-  authorization: `Bearer ${await google.idToken("bench@korral-prod.iam.gserviceaccount.com", AUDIENCE)}`,
+  authorization: `Bearer ${await google.idToken(CALLER, AUDIENCE)}`,
 };
 const REQUEST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: CALL });
 const HEADERS = { ...MCP_HEADERS, "mcp-protocol-version": "2025-06-18" };
@@ -88,6 +89,16 @@ type Era = keyof typeof ERAS;
 const tmp = mkdtempSync(join(tmpdir(), "korral-bench-"));
 const keysFile = join(tmp, "keys.json");
 writeFileSync(keysFile, JSON.stringify(SEED_ACCEPTED_KEYS));
+/** The store policy production requires with authentication: the caller may use every store. */
+const policyFile = join(tmp, "policy.json");
+writeFileSync(
+  policyFile,
+  JSON.stringify({
+    version: 1,
+    groups: { everything: { read: { stores: "*" }, order: { stores: "*" } } },
+    principals: { [`svc:${CALLER}`]: ["everything"] },
+  }),
+);
 /** Both servers, every start: ephemeral loopback port, temp keys and logs, no rate limit. */
 const SERVER_ENV = {
   ...process.env,
@@ -110,6 +121,7 @@ const SERVER_ENV = {
   KORRAL_AUTH: "google",
   KORRAL_GOOGLE_AUDIENCES: AUDIENCE,
   KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
+  KORRAL_POLICY_FILE: policyFile,
 };
 const children = new Set<ChildProcess>();
 

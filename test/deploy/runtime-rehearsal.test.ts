@@ -70,8 +70,9 @@ const unquote = (value: string): string =>
 /**
  * Follows DEPLOYMENT.md from its first line to the end of section 5, as an operator would:
  * every `export` in order (the command substitutions, which ask Google Cloud, are answered by
- * `answers`), then the deploy command's variables and the update that follows it. A secret's
- * value is `secretValues`' (the limits store's URL), else a fresh random one.
+ * `answers`), the files it writes (`cat > file <<EOF`), then the deploy command's variables and
+ * the update that follows it. A secret's value is `secretValues`' (the limits store's URL), else
+ * a fresh random one.
  */
 function serviceEnvFromDeploymentMd(
   answers: Record<string, string>,
@@ -82,7 +83,22 @@ function serviceEnvFromDeploymentMd(
   let env: Record<string, string> | undefined;
   /** Secrets mounted as files (`/path=secret:version`), by path. */
   const mounts: string[] = [];
+  /** The files the document writes with a here-document, by name, variables expanded. */
+  const files: Record<string, string> = {};
+  let writing: { file: string; lines: string[] } | undefined;
   for (const line of lines) {
+    if (writing) {
+      if (line === "EOF") {
+        files[writing.file] = expand(writing.lines.join("\n"), vars);
+        writing = undefined;
+      } else writing.lines.push(line);
+      continue;
+    }
+    const heredoc = /^cat > (\S+) <<EOF$/.exec(line);
+    if (heredoc) {
+      writing = { file: heredoc[1] as string, lines: [] };
+      continue;
+    }
     const exported = /^export ([A-Z_]+)=(.*?)(\s+#.*)?$/.exec(line);
     if (exported) {
       const [, name = "", value = ""] = exported;
@@ -103,7 +119,7 @@ function serviceEnvFromDeploymentMd(
     if (update && env) Object.assign(env, envVarsOf(expand(unquote(update[1] as string), vars)));
   }
   if (!env) throw new Error("DEPLOYMENT.md section 5 has no gcloud run deploy --set-env-vars");
-  return { env, vars, mounts };
+  return { env, vars, mounts, files };
 }
 
 /** The runtime stage's `ENV` instruction, as the image sets it. */
@@ -190,10 +206,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     deployed = serviceEnvFromDeploymentMd(answers, { KORRAL_REDIS_URL: redis.url });
     // Section 9: `gcloud auth print-identity-token --impersonate-service-account="$AGENT_SA"
     // --audiences="$URL" --include-email`, $URL being the service's status.url.
-    agentToken = await google.idToken(
-      "storelink-agent@korral-prod.iam.gserviceaccount.com",
-      `https://${RUN_HOST}`,
-    );
+    agentToken = await google.idToken(deployed.vars.AGENT_SA as string, `https://${RUN_HOST}`);
     // Each secret mounted as a file (the internal CA) lands under the work directory, and the
     // variables that name its path are pointed there.
     for (const path of deployed.mounts) {
@@ -211,6 +224,11 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     delete keys["128"];
     const keysFile = join(work, "keys.json");
     await writeFile(keysFile, JSON.stringify(keys));
+    // The store policy section 3 writes and puts in Secret Manager.
+    const policy = deployed.files["storelink-policy.json"];
+    expect(policy, "DEPLOYMENT.md section 3 writes storelink-policy.json").toBeDefined();
+    const policyFile = join(work, "storelink-policy.json");
+    await writeFile(policyFile, policy as string);
     const logDir = join(work, "log");
     await mkdir(logDir);
     if (dropPrivileges) {
@@ -234,7 +252,10 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       KORRAL_LOG_DIR: logDir,
       // The second deviation: Google's keys come from the stand-in (a test-only seam).
       KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
+      // The third: the store policy section 3 puts in Secret Manager comes from a file.
+      KORRAL_POLICY_FILE: policyFile,
     };
+    delete serverEnv.KORRAL_POLICY_SECRET;
     command = dropPrivileges
       ? [SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath]
       : [process.execPath];
@@ -318,6 +339,10 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
   it.each([
     ["KORRAL_REDIS_URL", "KORRAL_REDIS_URL: required on HTTP when NODE_ENV=production"],
     ["STORELINK_URL", "STORELINK_URL: required when NODE_ENV=production"],
+    [
+      "KORRAL_POLICY_FILE",
+      "KORRAL_POLICY_FILE or KORRAL_POLICY_SECRET: required when KORRAL_AUTH is not none",
+    ],
   ])(
     "the same deployment without %s refuses to start: one line, exit 2",
     async (variable, line) => {
@@ -366,6 +391,13 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(server.stdout()).toContain('"log_type":"trace"');
+  });
+
+  it("section 3: the store policy is the documented secret's; the smoke test's read was granted by it", () => {
+    expect(deployed.env.KORRAL_POLICY_SECRET).toBe("storelink-policy");
+    expect(deployed.env.GOOGLE_CLOUD_PROJECT).toBe(deployed.vars.PROJECT_ID);
+    // Read at the first call (section 9's), once.
+    expect(server.stderr()).toContain("store policy loaded (enforce)");
   });
 
   it("the allowlist serves every documented host name, tagged previews too, and nothing else", async () => {

@@ -2,7 +2,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tempWorkspace } from "../helpers/fixtures.js";
+import { grantingAll, policyFile, tempWorkspace } from "../helpers/fixtures.js";
 import { type FakeGoogle, startFakeGoogle } from "../helpers/google-idp.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
@@ -218,7 +218,8 @@ beforeAll(async () => {
   await writeFile(probe, GC_PROBE);
   google = await startFakeGoogle();
   const audience = "https://korral-storelink.test.invalid";
-  authorization = `Bearer ${await google.idToken("agent@korral-prod.iam.gserviceaccount.com", audience)}`;
+  const caller = "agent@korral-prod.iam.gserviceaccount.com";
+  authorization = `Bearer ${await google.idToken(caller, audience)}`;
   server = spawnDist("http.js", {
     PORT: String(port),
     HOST: "127.0.0.1",
@@ -238,6 +239,7 @@ beforeAll(async () => {
     KORRAL_AUTH: "google",
     KORRAL_GOOGLE_AUDIENCES: audience,
     KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
+    KORRAL_POLICY_FILE: await policyFile(ws.dir, grantingAll(`svc:${caller}`)),
     NODE_OPTIONS: `--require=${probe}`,
   });
   await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);

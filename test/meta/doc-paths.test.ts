@@ -26,8 +26,9 @@ const DOCUMENTS = [
 
 /**
  * Names a document uses for files it does not ship: the reader creates them (keys.json, the alert
- * policies DEPLOYMENT.md writes, Claude Desktop's own config), or they are not files at all
- * (Express's `express.json`), or a file the guide asks you to write (adding-a-tool.md's example).
+ * policies and the store policy DEPLOYMENT.md writes, Claude Desktop's own config), or they are
+ * not files at all (Express's `express.json`), or a file the guide asks you to write
+ * (adding-a-tool.md's example).
  */
 const NOT_SHIPPED = new Set([
   "keys.json",
@@ -36,6 +37,7 @@ const NOT_SHIPPED = new Set([
   "uncertain-alert.yaml",
   "startup-alert.yaml",
   "limits-alert.yaml",
+  "storelink-policy.json",
   "src/tools/get-delivery-window.ts",
 ]);
 
