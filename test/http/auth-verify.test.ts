@@ -34,6 +34,8 @@ const verifierWith = (env: Record<string, string> = {}) =>
         KORRAL_OAUTH_AUDIENCES: EXTRA,
         KORRAL_GOOGLE_AUDIENCES: "https://svc-123.a.run.app",
         KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
+        // Named only: the verifier never reads it.
+        KORRAL_POLICY_FILE: "/etc/korral/policy.json",
         ...env,
       },
       "http",
@@ -84,6 +86,24 @@ describe("OAuth access tokens: the principal", () => {
     );
     expect(verified.principal).toBe("client:buyer-desktop");
     expect(verified.scopes).toEqual(["storelink.read", "storelink.order"]);
+  });
+
+  it("IdP groups: the configured claim's names (a list or one), nothing else; none without the setting", async () => {
+    const claim = "https://korral.example/groups";
+    const verify = verifierWith({ KORRAL_OAUTH_GROUPS_CLAIM: claim });
+    const groupsOf = async (value: unknown) =>
+      (await verify(await access({ sub: "buyer-desktop", [claim]: value }))).groups;
+    expect(await groupsOf(["korral-dairy-buyers", "Brno buyers", "korral-dairy-buyers"])).toEqual([
+      "korral-dairy-buyers",
+      "Brno buyers",
+    ]);
+    expect(await groupsOf("korral-dairy-buyers")).toEqual(["korral-dairy-buyers"]);
+    expect(await groupsOf(["ok", 7, null, { name: "x" }, "", "g".repeat(129)])).toEqual(["ok"]);
+    expect(await groupsOf({ korral: true })).toEqual([]);
+    const unset = await verifierWith()(
+      await access({ sub: "buyer-desktop", groups: ["korral-dairy-buyers"] }),
+    );
+    expect(unset.groups).toEqual([]);
   });
 
   it("an issuer whose metadata cannot be read: unavailable (503), not the token's fault", async () => {

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { structuredStdout } from "../../src/logging/setup.js";
+import { grantingAll, policyFile } from "../helpers/fixtures.js";
 import { startFakeGoogle } from "../helpers/google-idp.js";
 import { HERO_REASON } from "../helpers/harness.js";
 import { listening, type Spawned, spawnDist } from "../helpers/spawn.js";
@@ -86,7 +87,10 @@ describe("the built dist/http.js, stdout per mode", () => {
     // Production authenticates its callers: the agent's Google ID token, from a local "Google".
     const google = await startFakeGoogle();
     const audience = "https://korral-storelink.test.invalid";
-    const token = await google.idToken("agent@korral-prod.iam.gserviceaccount.com", audience);
+    const agent = "agent@korral-prod.iam.gserviceaccount.com";
+    const token = await google.idToken(agent, audience);
+    // ...and scopes them to their stores: this agent may use every one.
+    const policyDir = await mkdtemp(join(tmpdir(), "korral-policy-"));
     const { stdout, audit } = await oneOrder(
       {
         NODE_ENV: "production",
@@ -96,9 +100,13 @@ describe("the built dist/http.js, stdout per mode", () => {
         KORRAL_AUTH: "google",
         KORRAL_GOOGLE_AUDIENCES: audience,
         KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
+        KORRAL_POLICY_FILE: await policyFile(policyDir, grantingAll(`svc:${agent}`)),
       },
       `Bearer ${token}`,
-    ).finally(() => google.close());
+    ).finally(async () => {
+      await google.close();
+      await rm(policyDir, { recursive: true, force: true });
+    });
     const entries = stdout
       .trimEnd()
       .split("\n")
