@@ -23,7 +23,8 @@ import {
  * package.json + package-lock.json + dist/ in an empty directory, `npm ci --omit=dev`, then
  * `node dist/http.js` started with the image's ENV and the environment DEPLOYMENT.md's section 5
  * gives the service (read from the document, with the StoreLink emulator standing in for
- * StoreLink, and a fabricated CA certificate for the internal CA mounted from Secret Manager), and
+ * StoreLink, a fabricated CA certificate for the internal CA mounted from Secret Manager, and the
+ * store policy section 3 publishes read from a file), and
  * section 9's smoke test run against it. A runtime dependency left in devDependencies fails here, as it would in the
  * image. When the tests run as root, the server runs as `nobody` over root-owned, read-only
  * files, as the image's `node` user does.
@@ -104,6 +105,13 @@ function serviceEnvFromDeploymentMd(
   }
   if (!env) throw new Error("DEPLOYMENT.md section 5 has no gcloud run deploy --set-env-vars");
   return { env, vars, mounts };
+}
+
+/** Section 3's first store policy, as the document writes it (its `cat > "$POLICY_FILE"`). */
+function policyFromDeploymentMd(vars: Record<string, string>): string {
+  const text = /cat > "\$POLICY_FILE" <<EOF\n([\s\S]*?)\nEOF\n/.exec(read("DEPLOYMENT.md"))?.[1];
+  if (text === undefined) throw new Error("DEPLOYMENT.md section 3 writes no store policy");
+  return expand(text, vars);
 }
 
 /** The runtime stage's `ENV` instruction, as the image sets it. */
@@ -190,10 +198,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     deployed = serviceEnvFromDeploymentMd(answers, { KORRAL_REDIS_URL: redis.url });
     // Section 9: `gcloud auth print-identity-token --impersonate-service-account="$AGENT_SA"
     // --audiences="$URL" --include-email`, $URL being the service's status.url.
-    agentToken = await google.idToken(
-      "storelink-agent@korral-prod.iam.gserviceaccount.com",
-      `https://${RUN_HOST}`,
-    );
+    agentToken = await google.idToken(deployed.vars.AGENT_SA as string, `https://${RUN_HOST}`);
     // Each secret mounted as a file (the internal CA) lands under the work directory, and the
     // variables that name its path are pointed there.
     for (const path of deployed.mounts) {
@@ -211,6 +216,9 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     delete keys["128"];
     const keysFile = join(work, "keys.json");
     await writeFile(keysFile, JSON.stringify(keys));
+    // The store policy section 3 publishes as the secret storelink-policy.
+    const policyFile = join(work, "storelink-policy.json");
+    await writeFile(policyFile, policyFromDeploymentMd(deployed.vars));
     const logDir = join(work, "log");
     await mkdir(logDir);
     if (dropPrivileges) {
@@ -231,10 +239,13 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       // (test/keys/ runs both providers through one contract suite).
       KORRAL_KEY_SOURCE: "file",
       KORRAL_KEYS_FILE: keysFile,
+      // The same for the store policy: the secret's text, from a file.
+      KORRAL_POLICY_FILE: policyFile,
       KORRAL_LOG_DIR: logDir,
       // The second deviation: Google's keys come from the stand-in (a test-only seam).
       KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
     };
+    delete serverEnv.KORRAL_POLICY_SECRET;
     command = dropPrivileges
       ? [SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath]
       : [process.execPath];
@@ -262,6 +273,11 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       RUN_HOST,
       `*---${RUN_HOST}`,
     ]);
+  });
+
+  it("section 5: the store policy is section 3's secret, and it names the agent", () => {
+    expect(deployed.env.KORRAL_POLICY_SECRET).toBe("storelink-policy");
+    expect(policyFromDeploymentMd(deployed.vars)).toContain(`"svc:${deployed.vars.AGENT_SA}"`);
   });
 
   it("section 5: node trusts the internal CA mounted from Secret Manager, without a warning", () => {
@@ -366,6 +382,8 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(server.stdout()).toContain('"log_type":"trace"');
+    // The stores were judged by section 3's policy, read for this first call.
+    expect(server.stderr()).toContain("store policy loaded (enforce)");
   });
 
   it("the allowlist serves every documented host name, tagged previews too, and nothing else", async () => {
