@@ -1,7 +1,7 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
-import type { CallOrigin } from "../logging/call-record.js";
+import { type CallOrigin, unverifiedOrigin, verifiedOrigin } from "../logging/call-record.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
@@ -131,21 +131,10 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
     // the rate limit and binds confirmation state), else the unverified local one and the
     // caller. The raw token is deliberately not carried along.
     const verified = auth?.verifiedOf(req);
-    const origin: CallOrigin = verified
-      ? {
-          by: verified.principal,
-          client: verified.clientId,
-          groups: [],
-          caller: verified.principal,
-          traceFields: traceFieldsOf(req.headers),
-        }
-      : {
-          by: unverified,
-          client: undefined,
-          groups: [],
-          caller: callerOf(req),
-          traceFields: traceFieldsOf(req.headers),
-        };
+    const traceFields = traceFieldsOf(req.headers);
+    const origin = verified
+      ? verifiedOrigin(verified, traceFields)
+      : unverifiedOrigin(unverified, callerOf(req), traceFields);
     const authInfo: AuthInfo = {
       token: "",
       clientId: origin.caller,
