@@ -119,7 +119,7 @@ export const VARIABLES = {
   KORRAL_POLICY_FILE: variable({
     schema: z.string().min(1).optional(),
     to: [],
-    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. Read and checked; not yet applied to tool calls.",
+    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. Every tool call is checked against it for its principal.",
     cloudRun: "unused",
     cloudRunNote: "the store policy as a file, for local runs",
   }),
@@ -133,9 +133,9 @@ export const VARIABLES = {
       .optional(),
     to: [],
     doc: "The store policy in Secret Manager: a secret id (its latest version, in `GOOGLE_CLOUD_PROJECT`, then required) or a version's full name `projects/<project>/secrets/<id>/versions/<latest or a number>`. Read with `KORRAL_KEY_DEADLINE_MS` as its deadline.",
-    cloudRun: "unset for now",
+    cloudRun: "`storelink-policy`",
     cloudRunNote:
-      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)): read and checked, not yet applied to tool calls",
+      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)), checked on every tool call",
   }),
   KORRAL_POLICY_CACHE_SECONDS: variable({
     schema: z.coerce.number().int().min(0).max(300).default(10),
