@@ -11,14 +11,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { formatAuditLine, formatTraceLine } from "../src/logging/format.js";
 import { LineFile } from "../src/logging/line-file.js";
+import { callFields } from "../test/helpers/records.js";
 
 const N = Number(process.env.BENCH_N ?? 2000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 
 const traceLine = formatTraceLine({
   ts: new Date().toISOString(),
-  request_id: "req_9b0ab68b0000000000000000000000",
-  by: "user:alice@korral.example",
+  ...callFields("req_9b0ab68b0000000000000000000000"),
   tool: "get_stock_position",
   store_id: null,
   status: "ok",
@@ -33,8 +33,7 @@ const auditLine = formatAuditLine({
   store_id: "47",
   sku: "8847291",
   quantity: 24,
-  request_id: "req_9b0ab68b0000000000000000000000",
-  by: "user:alice@korral.example",
+  ...callFields("req_9b0ab68b0000000000000000000000"),
   reason: "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24.",
 });
 

@@ -121,7 +121,7 @@ export const VARIABLES = {
   KORRAL_POLICY_FILE: variable({
     schema: z.string().min(1).optional(),
     to: [],
-    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. On HTTP with `KORRAL_AUTH` other than `none` one of the two is required (the start is refused otherwise, exit 2, naming both); unset with `none` and on stdio, every caller may use every store.",
+    doc: "The store policy as a JSON file ([identity.md](docs/identity.md#store-policy)): a regular file, not a symbolic link, at most 1 MiB. Refused together with `KORRAL_POLICY_SECRET`. Every tool call is checked against it for its principal. On HTTP with `KORRAL_AUTH` other than `none` one of the two is required (the start is refused otherwise, exit 2, naming both); unset with `none` and on stdio, every caller may use every store.",
     cloudRun: "unused",
     cloudRunNote: "the store policy as a file, for local runs",
   }),
@@ -137,7 +137,7 @@ export const VARIABLES = {
     doc: "The store policy in Secret Manager: a secret id (its latest version, in `GOOGLE_CLOUD_PROJECT`, then required) or a version's full name `projects/<project>/secrets/<id>/versions/<latest or a number>`. Read with `KORRAL_KEY_DEADLINE_MS` as its deadline.",
     cloudRun: "`storelink-policy` (section 3)",
     cloudRunNote:
-      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)); required with `KORRAL_AUTH`",
+      "the store policy in Secret Manager ([docs/identity.md](docs/identity.md#store-policy)), checked on every tool call; required with `KORRAL_AUTH`",
   }),
   KORRAL_POLICY_CACHE_SECONDS: variable({
     schema: z.coerce.number().int().min(0).max(300).default(10),

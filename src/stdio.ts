@@ -4,6 +4,7 @@ import { ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { inflightCalls } from "./lifecycle/inflight.js";
 import { finishAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
+import { unverifiedOrigin } from "./logging/call-record.js";
 import { opsLog } from "./logging/ops.js";
 import { createServer } from "./mcp/server.js";
 import { unverifiedPrincipal } from "./policy/principal.js";
@@ -28,16 +29,7 @@ async function main(): Promise<void> {
   let stdoutBroken = false;
   // The SDK picks the era from the opening exchange and pins one server for the connection.
   const connection = serveStdio(
-    ({ era }) =>
-      createServer(deps, {
-        by,
-        client: undefined,
-        groups: [],
-        caller,
-        traceFields: {},
-        era,
-        asks2025: true,
-      }),
+    ({ era }) => createServer(deps, { ...unverifiedOrigin(by, caller), era, asks2025: true }),
     {
       transport,
       onerror: (error) => {

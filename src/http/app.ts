@@ -1,7 +1,7 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
-import type { CallOrigin } from "../logging/call-record.js";
+import { type CallOrigin, unverifiedOrigin, verifiedOrigin } from "../logging/call-record.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
@@ -11,7 +11,6 @@ import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import { unverifiedPrincipal } from "../policy/principal.js";
 import type { Deps } from "../tools/define.js";
 import type { AuthGate } from "./auth/gate.js";
-import { verifiedOrigin } from "./auth/origin.js";
 import {
   bodyRefusals,
   JSON_BODY_LIMIT,
@@ -132,15 +131,10 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
     // the rate limit and binds confirmation state), else the unverified local one and the
     // caller. The raw token is deliberately not carried along.
     const verified = auth?.verifiedOf(req);
-    const origin: CallOrigin = verified
-      ? verifiedOrigin(verified, req.headers)
-      : {
-          by: unverified,
-          client: undefined,
-          groups: [],
-          caller: callerOf(req),
-          traceFields: traceFieldsOf(req.headers),
-        };
+    const traceFields = traceFieldsOf(req.headers);
+    const origin = verified
+      ? verifiedOrigin(verified, traceFields)
+      : unverifiedOrigin(unverified, callerOf(req), traceFields);
     const authInfo: AuthInfo = {
       token: "",
       clientId: origin.caller,

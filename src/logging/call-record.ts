@@ -21,6 +21,25 @@ export interface CallOrigin {
   readonly traceFields: TraceFields;
 }
 
+/** An origin nothing verified (stdio, HTTP with KORRAL_AUTH=none): `by` is the local principal. */
+export const unverifiedOrigin = (
+  by: string,
+  caller: string,
+  traceFields: TraceFields = {},
+): CallOrigin => ({ by, client: undefined, groups: [], caller, traceFields });
+
+/** An origin from a verified token: its principal is who acts and what the limits count. */
+export const verifiedOrigin = (
+  token: { principal: string; clientId?: string | undefined; groups?: readonly string[] },
+  traceFields: TraceFields,
+): CallOrigin => ({
+  by: token.principal,
+  client: token.clientId,
+  groups: token.groups ?? [],
+  caller: token.principal,
+  traceFields,
+});
+
 /**
  * The record of one tool call, built once where the call enters (mcp/call-tool.ts) and handed as
  * it is to the in-flight registry, the tool's context and every audit builder: what a line needs

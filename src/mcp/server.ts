@@ -9,7 +9,7 @@ import {
   type Transport,
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import type { CallOrigin } from "../logging/call-record.js";
+import { type CallOrigin, unverifiedOrigin } from "../logging/call-record.js";
 import type { Deps, Rounds } from "../tools/define.js";
 import { CALL_SEQUENCE, TOOL_COUNT } from "../tools/names.js";
 import { callTool, TOOL_LIST } from "./call-tool.js";
@@ -68,11 +68,7 @@ export interface Caller extends CallOrigin {
 
 /** The caller of a server built without one: one 2025 client on a transport of its own (stdio). */
 export const DIRECT_CALLER: Caller = {
-  by: "local:direct",
-  client: undefined,
-  groups: [],
-  caller: "stdio",
-  traceFields: {},
+  ...unverifiedOrigin("local:direct", "stdio"),
   era: "legacy",
   asks2025: true,
 };

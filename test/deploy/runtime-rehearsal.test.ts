@@ -23,7 +23,8 @@ import {
  * package.json + package-lock.json + dist/ in an empty directory, `npm ci --omit=dev`, then
  * `node dist/http.js` started with the image's ENV and the environment DEPLOYMENT.md's section 5
  * gives the service (read from the document, with the StoreLink emulator standing in for
- * StoreLink, and a fabricated CA certificate for the internal CA mounted from Secret Manager), and
+ * StoreLink, a fabricated CA certificate for the internal CA mounted from Secret Manager, and the
+ * store policy section 3 publishes read from a file), and
  * section 9's smoke test run against it. A runtime dependency left in devDependencies fails here, as it would in the
  * image. When the tests run as root, the server runs as `nobody` over root-owned, read-only
  * files, as the image's `node` user does.
@@ -70,9 +71,8 @@ const unquote = (value: string): string =>
 /**
  * Follows DEPLOYMENT.md from its first line to the end of section 5, as an operator would:
  * every `export` in order (the command substitutions, which ask Google Cloud, are answered by
- * `answers`), the files it writes (`cat > file <<EOF`), then the deploy command's variables and
- * the update that follows it. A secret's value is `secretValues`' (the limits store's URL), else
- * a fresh random one.
+ * `answers`), then the deploy command's variables and the update that follows it. A secret's
+ * value is `secretValues`' (the limits store's URL), else a fresh random one.
  */
 function serviceEnvFromDeploymentMd(
   answers: Record<string, string>,
@@ -83,22 +83,7 @@ function serviceEnvFromDeploymentMd(
   let env: Record<string, string> | undefined;
   /** Secrets mounted as files (`/path=secret:version`), by path. */
   const mounts: string[] = [];
-  /** The files the document writes with a here-document, by name, variables expanded. */
-  const files: Record<string, string> = {};
-  let writing: { file: string; lines: string[] } | undefined;
   for (const line of lines) {
-    if (writing) {
-      if (line === "EOF") {
-        files[writing.file] = expand(writing.lines.join("\n"), vars);
-        writing = undefined;
-      } else writing.lines.push(line);
-      continue;
-    }
-    const heredoc = /^cat > (\S+) <<EOF$/.exec(line);
-    if (heredoc) {
-      writing = { file: heredoc[1] as string, lines: [] };
-      continue;
-    }
     const exported = /^export ([A-Z_]+)=(.*?)(\s+#.*)?$/.exec(line);
     if (exported) {
       const [, name = "", value = ""] = exported;
@@ -119,7 +104,14 @@ function serviceEnvFromDeploymentMd(
     if (update && env) Object.assign(env, envVarsOf(expand(unquote(update[1] as string), vars)));
   }
   if (!env) throw new Error("DEPLOYMENT.md section 5 has no gcloud run deploy --set-env-vars");
-  return { env, vars, mounts, files };
+  return { env, vars, mounts };
+}
+
+/** Section 3's first store policy, as the document writes it (its `cat > "$POLICY_FILE"`). */
+function policyFromDeploymentMd(vars: Record<string, string>): string {
+  const text = /cat > "\$POLICY_FILE" <<EOF\n([\s\S]*?)\nEOF\n/.exec(read("DEPLOYMENT.md"))?.[1];
+  if (text === undefined) throw new Error("DEPLOYMENT.md section 3 writes no store policy");
+  return expand(text, vars);
 }
 
 /** The runtime stage's `ENV` instruction, as the image sets it. */
@@ -224,11 +216,9 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     delete keys["128"];
     const keysFile = join(work, "keys.json");
     await writeFile(keysFile, JSON.stringify(keys));
-    // The store policy section 3 writes and puts in Secret Manager.
-    const policy = deployed.files["storelink-policy.json"];
-    expect(policy, "DEPLOYMENT.md section 3 writes storelink-policy.json").toBeDefined();
+    // The store policy section 3 publishes as the secret storelink-policy.
     const policyFile = join(work, "storelink-policy.json");
-    await writeFile(policyFile, policy as string);
+    await writeFile(policyFile, policyFromDeploymentMd(deployed.vars));
     const logDir = join(work, "log");
     await mkdir(logDir);
     if (dropPrivileges) {
@@ -249,11 +239,11 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       // (test/keys/ runs both providers through one contract suite).
       KORRAL_KEY_SOURCE: "file",
       KORRAL_KEYS_FILE: keysFile,
+      // The same for the store policy: the secret's text, from a file.
+      KORRAL_POLICY_FILE: policyFile,
       KORRAL_LOG_DIR: logDir,
       // The second deviation: Google's keys come from the stand-in (a test-only seam).
       KORRAL_TEST_GOOGLE_CERTS_URL: google.certsUrl,
-      // The third: the store policy section 3 puts in Secret Manager comes from a file.
-      KORRAL_POLICY_FILE: policyFile,
     };
     delete serverEnv.KORRAL_POLICY_SECRET;
     command = dropPrivileges
@@ -283,6 +273,11 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       RUN_HOST,
       `*---${RUN_HOST}`,
     ]);
+  });
+
+  it("section 5: the store policy is section 3's secret, and it names the agent", () => {
+    expect(deployed.env.KORRAL_POLICY_SECRET).toBe("storelink-policy");
+    expect(policyFromDeploymentMd(deployed.vars)).toContain(`"svc:${deployed.vars.AGENT_SA}"`);
   });
 
   it("section 5: node trusts the internal CA mounted from Secret Manager, without a warning", () => {
@@ -391,12 +386,7 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(server.stdout()).toContain('"log_type":"trace"');
-  });
-
-  it("section 3: the store policy is the documented secret's; the smoke test's read was granted by it", () => {
-    expect(deployed.env.KORRAL_POLICY_SECRET).toBe("storelink-policy");
-    expect(deployed.env.GOOGLE_CLOUD_PROJECT).toBe(deployed.vars.PROJECT_ID);
-    // Read at the first call (section 9's), once.
+    // The stores were judged by section 3's policy, read for this first call.
     expect(server.stderr()).toContain("store policy loaded (enforce)");
   });
 

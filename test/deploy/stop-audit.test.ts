@@ -27,6 +27,7 @@ async function setUp(delay: 0 | "held", entry: "http.js" | "stdio.js", graceMs: 
     KORRAL_KEYS_FILE: ws.keysFile,
     KORRAL_LOG_DIR: ws.logDir,
     KORRAL_SHUTDOWN_GRACE_MS: String(graceMs),
+    KORRAL_PRINCIPAL: "dana.buyer",
   };
   const server = spawnDist(entry, {
     ...env,
@@ -250,7 +251,8 @@ describe("kill -9 while the order is at StoreLink", () => {
       expect(auditLines()).toEqual([]);
 
       // The next server on this log directory (a restart, or the desktop's next session).
-      const next = spawnDist("stdio.js", env);
+      // Run by someone else: who ordered must come from the killed write's own intent.
+      const next = spawnDist("stdio.js", { ...env, KORRAL_PRINCIPAL: "ops.oncall" });
       defer(() => next.stop());
       await until(() => auditLines().length > 0, "the recovered audit line");
       next.child.stdin?.end();
@@ -258,7 +260,7 @@ describe("kill -9 while the order is at StoreLink", () => {
       const lines = auditLines();
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatch(
-        / UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ detail="the server was stopped \(killed\)/,
+        / UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ by=local:dana\.buyer detail="the server was stopped \(killed\)/,
       );
       expect(next.stderr()).toContain("audited UNCERTAIN");
 

@@ -7,6 +7,7 @@ import { createRecorder } from "../../src/logging/recorder.js";
 import { REDACTED, redact, redactCapped } from "../../src/logging/redact.js";
 import { pollutedKeys } from "../helpers/arbitraries.js";
 import { connect } from "../helpers/harness.js";
+import { callFields } from "../helpers/records.js";
 
 /**
  * The trace records arguments as the client sent them (redacted). Keys that mean something to
@@ -36,8 +37,7 @@ describe("argument keys that mean something to JavaScript", () => {
   it("formatTraceLine writes them", () => {
     const line = formatTraceLine({
       ts: "t",
-      request_id: "req_1",
-      by: "user:alice@korral.example",
+      ...callFields("req_1"),
       tool: "lookup_sku",
       store_id: null,
       status: "error",

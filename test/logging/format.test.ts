@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { formatAuditLine, formatTraceLine } from "../../src/logging/format.js";
 import type { AuditRecord, TraceRecord } from "../../src/logging/records.js";
+import { callFields } from "../helpers/records.js";
 
 const created: AuditRecord = {
   ts: "2026-08-13T12:49:20.918Z",
@@ -9,8 +10,7 @@ const created: AuditRecord = {
   store_id: "47",
   sku: "8847291",
   quantity: 24,
-  request_id: "req_9b0ab68b",
-  by: "user:alice@korral.example",
+  ...callFields("req_9b0ab68b"),
   reason: "Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold. Buyer approved 24.",
 };
 
@@ -28,8 +28,7 @@ describe("audit line", () => {
         ts: "2026-08-13T12:49:20.919Z",
         outcome: "REJECTED",
         order_id: null,
-        request_id: "req_d419e212",
-        by: "user:alice@korral.example",
+        ...callFields("req_d419e212"),
         detail: "reason: is placeholder text",
         reason: "n/a",
       }),
@@ -79,8 +78,7 @@ describe("audit line", () => {
 describe("trace line", () => {
   const trace: TraceRecord = {
     ts: "2026-08-13T12:49:20.917Z",
-    request_id: "req_9b0ab68b",
-    by: "user:alice@korral.example",
+    ...callFields("req_9b0ab68b"),
     tool: "create_replenishment_order",
     store_id: "47",
     status: "ok",

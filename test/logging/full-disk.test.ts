@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LineFile } from "../../src/logging/line-file.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditRecord } from "../../src/logging/records.js";
+import { callFields } from "../helpers/records.js";
 import { runSyncOk } from "../helpers/spawn.js";
 
 /**
@@ -102,8 +103,7 @@ describe.runIf(canMount())("a full disk", () => {
     const fields = { store_id: "47", sku: "8847291", quantity: 24, reason: long("because") };
     recorder.intend({
       ...fields,
-      request_id: "req_1",
-      by: "user:alice@korral.example",
+      ...callFields("req_1"),
       ts: new Date().toISOString(),
     });
     disk.fill();
@@ -111,8 +111,7 @@ describe.runIf(canMount())("a full disk", () => {
       ts: new Date().toISOString(),
       outcome: "CREATED",
       order_id: "RPL-47-001",
-      request_id: "req_1",
-      by: "user:alice@korral.example",
+      ...callFields("req_1"),
       confirmed: "agent",
       ...fields,
     };
@@ -125,8 +124,7 @@ describe.runIf(canMount())("a full disk", () => {
       ...created,
       outcome: "REJECTED",
       order_id: null,
-      request_id: "req_2",
-      by: "user:alice@korral.example",
+      ...callFields("req_2"),
       detail: "x",
     };
     expect(await recorder.audit(rejected)).toBe(true);

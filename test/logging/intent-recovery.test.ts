@@ -25,6 +25,7 @@ import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { tempWorkspace } from "../e2e/processes.js";
 import { startDelayedEmulator, until } from "../helpers/delayed-emulator.js";
 import { HERO_REASON } from "../helpers/harness.js";
+import { callFields } from "../helpers/records.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
 import { DIST, listening, runSyncOk, spawnProcess } from "../helpers/spawn.js";
 
@@ -49,8 +50,7 @@ async function dir(): Promise<string> {
 const FIELDS = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 const intentOf = (requestId: string, fields: typeof FIELDS) => ({
   ...fields,
-  request_id: requestId,
-  by: "user:alice@korral.example",
+  ...callFields(requestId),
   ts: new Date().toISOString(),
 });
 const intent = (id: string) =>

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { LineFile } from "../../src/logging/line-file.js";
 import { createRecorder } from "../../src/logging/recorder.js";
+import { callFields } from "../helpers/records.js";
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -37,8 +38,7 @@ describe("after close()", () => {
       store_id: "47",
       sku: "8847291",
       quantity: 24,
-      request_id: "req_1",
-      by: "user:alice@korral.example",
+      ...callFields("req_1"),
       reason: "Gap of 8 units at store 47.",
       detail: "stopped",
     });

@@ -7,6 +7,7 @@ import type { TraceRecord } from "../../src/logging/records.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import type { Deps } from "../../src/tools/define.js";
 import { connect, errorOf, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
+import { callFields } from "../helpers/records.js";
 import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 let dir: string;
@@ -241,8 +242,7 @@ describe("durability cost stays on the write path", () => {
     cyclic.self = cyclic;
     recorder.trace({
       ts: "t",
-      request_id: "req_x",
-      by: "user:alice@korral.example",
+      ...callFields("req_x"),
       tool: "lookup_sku",
       store_id: null,
       status: "ok",

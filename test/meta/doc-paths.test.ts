@@ -37,6 +37,8 @@ const NOT_SHIPPED = new Set([
   "uncertain-alert.yaml",
   "startup-alert.yaml",
   "limits-alert.yaml",
+  "identity-rates-alert.yaml",
+  "identity-alert.yaml",
   "storelink-policy.json",
   "src/tools/get-delivery-window.ts",
 ]);

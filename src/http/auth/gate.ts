@@ -9,14 +9,14 @@ import {
 } from "@modelcontextprotocol/server";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { AuthSettings } from "../../config/auth.js";
-import { callRecord } from "../../logging/call-record.js";
+import { callRecord, verifiedOrigin } from "../../logging/call-record.js";
 import { opsLog } from "../../logging/ops.js";
 import type { CallRecorder } from "../../logging/records.js";
+import { traceFieldsOf } from "../../logging/trace-context.js";
 import { newRequestId } from "../../mcp/call-tool.js";
 import { SERVER_NAME } from "../../mcp/server.js";
 import { unscopedWrite } from "../../policy/audit.js";
 import type { ToolName } from "../../tools/names.js";
-import { verifiedOrigin } from "./origin.js";
 import { tokenCache } from "./token-cache.js";
 import { AuthUnavailable, tokenVerifier, type Verified } from "./verify.js";
 
@@ -170,7 +170,7 @@ export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGa
     );
     // Each refused write is an attempt the audit keeps, with who: the record of a call that never
     // ran, built as every call's is.
-    const origin = verifiedOrigin(who, req.headers);
+    const origin = verifiedOrigin(who, traceFieldsOf(req.headers));
     const never = new AbortController().signal;
     const audited = writes.map((args) =>
       recorder.audit(
