@@ -112,14 +112,19 @@ describe("which journals are recovered", () => {
     writer.begin(begun);
     writer.close();
     const back: unknown[] = [];
-    await recoverIntents(d, {
-      recover: async (recovered) => {
-        back.push(recovered);
-        return true;
-      },
-      outcomes: async () => new Set(),
-      notice: () => {},
-    });
+    // The writer's lock is released as it closes, not before close() returns: try until it is.
+    const deadline = Date.now() + 10_000;
+    while (back.length === 0 && Date.now() < deadline) {
+      await recoverIntents(d, {
+        recover: async (recovered) => {
+          back.push(recovered);
+          return true;
+        },
+        outcomes: async () => new Set(),
+        notice: () => {},
+      });
+      if (back.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     expect(back).toEqual([begun]);
   });
 
