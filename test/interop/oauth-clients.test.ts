@@ -141,11 +141,11 @@ describe.each(["legacy", "auto"] as const)("SDK v2 client (versionNegotiation %s
           sku: "8847291",
           quantity: 6,
           reason: HERO_REASON,
-          dry_run: true,
         },
       }),
     );
-    expect(order).toMatchObject({ store_id: "63", quantity: 6 });
+    expect(order).toMatchObject({ mode: "submitted", store_id: "63", quantity: 6 });
+    expect(order.order_id).toMatch(/^RPL-63-\d+$/);
     expect(claimsOf(provider.tokens()?.access_token as string).scope).toContain(ORDER_SCOPE);
     await client.close();
   });
