@@ -96,7 +96,12 @@ function resultOf(listing: ToolListing): string {
 /** A description is plain text for the model: on a page, `<store>` must not read as HTML. */
 const prose = (text: string): string => text.replace(/</g, "\\<");
 
+/** The order the tools are called in, as names.ts declares it (the descriptions say it too). */
+const callOrder = (): string =>
+  `Call order: ${listings.map((l) => `\`${l.name}\``).join(" → ")}.\n\n`;
+
 const readmeTools = (): string =>
+  callOrder() +
   table(
     ["Tool", "Kind", "What it does"],
     listings.map((l) => [`\`${l.name}\``, kindOf(l), prose(firstSentences(l.description, 1))]),

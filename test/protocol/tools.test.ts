@@ -56,7 +56,8 @@ describe("tool surface", () => {
     const write = byName.get("create_replenishment_order");
     expect(write?.annotations?.readOnlyHint).toBe(false);
     expect(write?.annotations?.idempotentHint).toBe(false);
-    for (const read of ["lookup_sku", "get_stock_position", "get_replenishment_status"]) {
+    // The write is the one tool that is not read-only: every other declared tool is a read.
+    for (const read of TOOL_NAMES.filter((name) => name !== "create_replenishment_order")) {
       expect(byName.get(read)?.annotations?.readOnlyHint).toBe(true);
     }
     expect(write?.description).toMatch(/confirm store, SKU and quantity/i);
