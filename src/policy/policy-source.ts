@@ -282,4 +282,5 @@ export function policySourceFor(
 }
 
 /** No policy configured: the open policy, every call allowed (KORRAL_AUTH=none, stdio). */
-export const NO_POLICY: PolicySource = { current: () => Promise.resolve(OPEN_POLICY) };
+const OPEN = Promise.resolve(OPEN_POLICY);
+export const NO_POLICY: PolicySource = { current: () => OPEN };

@@ -72,6 +72,19 @@ afterAll(async () => {
 const structured = (result: object) =>
   ("structuredContent" in result ? result.structuredContent : undefined) as Record<string, unknown>;
 
+/** A read as the signed-in caller, through either SDK's client: store 47's seeded stock. */
+async function expectStockRead(client: {
+  callTool(params: { name: string; arguments: Record<string, unknown> }): Promise<object>;
+}): Promise<void> {
+  const stock = structured(
+    await client.callTool({
+      name: "get_stock_position",
+      arguments: { sku: "8847291", store_ids: ["47"] },
+    }),
+  );
+  expect((stock.stores as { on_hand: number }[])[0]?.on_hand).toBe(3);
+}
+
 describe.each(["legacy", "auto"] as const)("SDK v2 client (versionNegotiation %s)", (mode) => {
   const options = { versionNegotiation: { mode } };
 
@@ -105,13 +118,7 @@ describe.each(["legacy", "auto"] as const)("SDK v2 client (versionNegotiation %s
     );
     const tools = await client.listTools();
     expect(tools.tools.map((t) => t.name)).toContain("get_stock_position");
-    const stock = structured(
-      await client.callTool({
-        name: "get_stock_position",
-        arguments: { sku: "8847291", store_ids: ["47"] },
-      }),
-    );
-    expect((stock.stores as { on_hand: number }[])[0]?.on_hand).toBe(3);
+    await expectStockRead(client);
     await client.close();
   });
 
@@ -188,13 +195,7 @@ describe("SDK v1 client (@modelcontextprotocol/sdk 1.x)", () => {
 
     const client = new ClientV1({ name: "buyer-desktop-v1", version: "1.0.0" });
     await client.connect(new TransportV1(new URL(resource), { authProvider: provider }));
-    const stock = structured(
-      await client.callTool({
-        name: "get_stock_position",
-        arguments: { sku: "8847291", store_ids: ["47"] },
-      }),
-    );
-    expect((stock.stores as { on_hand: number }[])[0]?.on_hand).toBe(3);
+    await expectStockRead(client);
     await client.close();
   });
 
