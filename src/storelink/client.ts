@@ -29,9 +29,29 @@ export interface OrderRequest {
   sku: string;
   quantity: number;
   reason: string;
-  /** Deduplicates retries inside StoreLink (same key + same parameters → the original order). */
+  /**
+   * Deduplicates retries inside StoreLink (same key + same parameters → the original order), and
+   * names the request so it can be asked after (getOrderRequest) and fenced. Optional in the
+   * contract; every create this server sends carries one (tools/create-replenishment-order).
+   */
   idempotency_key?: string;
+  /**
+   * The key was made by this server because the agent gave none: the embedded StoreLink folds an
+   * identical such order within its dedupe window, as it folds key-less ones. Never sent.
+   */
+  key_made_by_server?: boolean;
 }
+
+/** What StoreLink did with an idempotency key (contract 1.1). */
+export type OrderRequestState = "in_progress" | "created" | "fenced";
+
+/** StoreLink's record of an idempotency key: `order` exactly when `state` is `created`. */
+export type OrderRequestRecord =
+  | { idempotency_key: string; state: "in_progress" | "fenced" }
+  | { idempotency_key: string; state: "created"; order: Order };
+
+/** A fence's answer: the key can never create an order now, or it already had (the order). */
+export type FenceResult = { state: "fenced" } | { state: "created"; order: Order };
 
 export type OrderStatus = "submitted" | "picking" | "dispatched" | "delivered";
 
@@ -66,11 +86,28 @@ export interface StoreLinkClient {
   getStock(storeId: string, sku: string, key: ApiKey): Promise<StockReading>;
   /**
    * Throws `unknown_store`, `unauthorized`, `unknown_sku`, `not_ranged`, `idempotency_conflict`,
-   * `unavailable` (nothing was sent), or `outcome_unknown` (sent; the order may have landed).
+   * `idempotency_key_fenced`, `unavailable` (nothing was sent), or `outcome_unknown` (sent; the
+   * order may have landed).
    */
   createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder>;
   /** Throws `unknown_store`, `unauthorized`, `order_not_found`. */
   getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order>;
+  /**
+   * What StoreLink did with a create's idempotency key (reads only). Throws `unknown_store`,
+   * `unauthorized`, `order_request_not_found` (no record: not proof that nothing will land),
+   * `unavailable`, `unsupported` (a StoreLink without contract 1.1).
+   */
+  getOrderRequest(
+    storeId: string,
+    idempotencyKey: string,
+    key: ApiKey,
+  ): Promise<OrderRequestRecord>;
+  /**
+   * Makes sure the key never creates an order; never cancels one it created. Throws
+   * `unknown_store`, `unauthorized`, `order_request_in_progress` (a create with the key is
+   * running: ask again), `unavailable` (nothing decided), `unsupported`.
+   */
+  fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey): Promise<FenceResult>;
 }
 
 export type StoreLinkErrorKind =
@@ -80,6 +117,12 @@ export type StoreLinkErrorKind =
   | "not_ranged"
   | "order_not_found"
   | "idempotency_conflict"
+  /** A create whose key was fenced: nothing was created, and with this key nothing ever can be. */
+  | "idempotency_key_fenced"
+  | "order_request_not_found"
+  | "order_request_in_progress"
+  /** StoreLink lacks contract 1.1's order-request endpoints (its 404 `not_found` route answer). */
+  | "unsupported"
   | "unavailable"
   | "outcome_unknown";
 
