@@ -23,6 +23,7 @@ export const ERROR_TYPES = [
   "policy_unavailable",
   "storelink_unavailable",
   "outcome_unknown",
+  "not_created",
   "rate_limited",
   "internal",
 ] as const;
@@ -71,6 +72,43 @@ export class ToolError extends Error {
       retryable: this.retryable,
     };
   }
+}
+
+export const isToolError = (error: unknown, type?: ErrorType): error is ToolError =>
+  error instanceof ToolError && (type === undefined || error.type === type);
+
+/** What an agent is told to do about an attempt whose outcome StoreLink cannot say yet. */
+const byKeyNextStep = (storeId: string, key: string): string =>
+  `Do NOT place it again with a new key. In a minute, call get_replenishment_status with ` +
+  `store_id ${storeId} and idempotency_key ${key}: it says whether the order was created ` +
+  `(with its order_id) or never can be. Or retry this call with idempotency_key ${key} and ` +
+  "the same parameters: an order that landed comes back with replayed: true, never a second " +
+  "truck. This service also resolves it by itself within minutes.";
+
+/**
+ * A write sent whose answer was lost and that StoreLink could not yet confirm by its key: the
+ * key goes back to the agent (`idempotency_key` in structuredContent) with a step it can take.
+ */
+export function outcomeUnknown(error: ToolError, storeId: string, key: string): ToolError {
+  return new ToolError(
+    "outcome_unknown",
+    `${error.message} StoreLink could not yet say whether idempotency key ${key} created it.`,
+    byKeyNextStep(storeId, key),
+    false,
+    { idempotency_key: key },
+    error,
+  );
+}
+
+/** A create whose key is fenced: nothing was created, and with this key nothing ever can be. */
+export function notCreated(key: string): ToolError {
+  return new ToolError(
+    "not_created",
+    `The attempt with idempotency key ${key} never created an order, and now never can: StoreLink has closed the key.`,
+    "If the buyer still wants this order, confirm it with them and place it with a new idempotency_key.",
+    false,
+    { idempotency_key: key },
+  );
 }
 
 export const noCredentials = (storeId: string): ToolError =>
@@ -201,6 +239,23 @@ export function toToolError(error: unknown, requestId: string): ToolError {
           error.message,
           "Check the order id and the store it was placed for; orders can only be read back by their own store.",
           false,
+        );
+      case "idempotency_key_fenced":
+        return new ToolError(
+          "not_created",
+          "This idempotency key never created an order, and now never can: StoreLink has closed it; nothing was submitted.",
+          "If the buyer still wants this order, confirm it with them and place it with a new idempotency_key.",
+          false,
+        );
+      case "order_request_not_found":
+      case "order_request_in_progress":
+      case "unsupported":
+        // Answers of the key read and fence, which tools turn into states before they get here.
+        return new ToolError(
+          "storelink_unavailable",
+          "StoreLink could not say what happened to that idempotency key.",
+          "Ask again in a minute; if it keeps failing, tell the buyer StoreLink cannot be asked right now.",
+          true,
         );
       case "idempotency_conflict":
         return new ToolError(

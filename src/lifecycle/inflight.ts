@@ -3,7 +3,7 @@ import type {
   AuditRecord,
   CallRecorder,
   IntentRecord,
-  OrderFields,
+  SentOrder,
   TraceRecord,
 } from "../logging/records.js";
 import type { TraceFields } from "../logging/trace-context.js";
@@ -17,7 +17,7 @@ import { abandonedWrite, intentOf, orderFieldsOf } from "../policy/audit.js";
 export class InflightCall implements CallRecorder {
   #audited = false;
   /** The order as handed to StoreLink, once it was. */
-  #sent: OrderFields | undefined;
+  #sent: SentOrder | undefined;
   constructor(
     readonly call: CallRecord,
     /** A write (create_replenishment_order): audited UNCERTAIN if abandoned. */
@@ -39,7 +39,7 @@ export class InflightCall implements CallRecorder {
   }
 
   /** The write is being handed to StoreLink: from now on, abandoning it leaves it uncertain. */
-  markSent(order: OrderFields): void {
+  markSent(order: SentOrder): void {
     this.#sent = order;
     this.intend(intentOf(this.call, order), this.call.traceFields);
   }

@@ -1,6 +1,9 @@
 import { createClient, ErrorReply } from "redis";
 import { LimitsHealth } from "./health.js";
 import {
+  ATTEMPT_TTL_MS,
+  type AttemptEntry,
+  type AttemptRecord,
   HOUR_MS,
   MAX_HOLDERS,
   PENDING_MS,
@@ -133,10 +136,17 @@ elseif ARGV[3] == 'take' then
   redis.call('HSET', KEYS[1], ARGV[1], 'p:' .. (now + ttl) .. ':' .. ARGV[5])
   if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
+if ARGV[3] == 'take' and kind ~= 'full' and ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[8], 's:' .. now .. ':0:' .. ARGV[9])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[10]))
+end
 return {kind, placed, uncertain, inflight}
 `;
 
-/** The settle rules of limits/slots.ts, on Redis's clock. */
+/**
+ * The settle rules of limits/slots.ts, on Redis's clock; with an attempt id (ARGV[5]), the
+ * attempt is marked uncertain or removed in the same step. Attempts are `state:since:lease:record`.
+ */
 const SETTLE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -144,6 +154,31 @@ local current = redis.call('HGET', KEYS[1], ARGV[1])
 local state, untilMs, holders = nil, nil, nil
 if current then state, untilMs, holders = string.match(current, '^(%a):(%d+):?([^:]*)$') end
 local how = ARGV[2]
+if ARGV[5] ~= '' then
+  if how == 'uncertain' then
+    local a = redis.call('HGET', KEYS[2], ARGV[5])
+    if a then
+      local lease, rec = string.match(a, '^%a:%d+:(%d+):(.*)$')
+      if rec then redis.call('HSET', KEYS[2], ARGV[5], 'u:' .. now .. ':' .. lease .. ':' .. rec) end
+    end
+  else
+    redis.call('HDEL', KEYS[2], ARGV[5])
+  end
+end
+if how == 'confirmed' then
+  if state then
+    redis.call('HSET', KEYS[1], ARGV[1], 'c:' .. untilMs)
+  else
+    local ttl = tonumber(ARGV[3])
+    redis.call('HSET', KEYS[1], ARGV[1], 'c:' .. (now + ttl))
+    if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+  end
+  return 1
+end
+if how == 'void' then
+  if state == 'u' then redis.call('HDEL', KEYS[1], ARGV[1]) return 1 end
+  how = 'release'
+end
 if how == 'release' or how == 'landed' then
   if how == 'landed' and state == 'u' then
     redis.call('HSET', KEYS[1], ARGV[1], 'c:' .. untilMs)
@@ -168,6 +203,44 @@ end
 return 1
 `;
 
+/** A bucket's attempts with Redis's clock: `{now, field, value, field, value, …}`. */
+const LIST = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', KEYS[1])
+table.insert(all, 1, tostring(now))
+return all
+`;
+
+/** Holds an attempt nobody holds for ARGV[2] ms; its record, or nil. */
+const CLAIM = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local a = redis.call('HGET', KEYS[1], ARGV[1])
+if not a then return false end
+local state, since, lease, rec = string.match(a, '^(%a):(%d+):(%d+):(.*)$')
+if not state or tonumber(lease) > now then return false end
+redis.call('HSET', KEYS[1], ARGV[1], state .. ':' .. since .. ':' .. (now + tonumber(ARGV[2])) .. ':' .. rec)
+return rec
+`;
+
+const ATTEMPT_STATES = { s: "sending", u: "uncertain" } as const;
+
+/** One kept attempt from its Redis value, or undefined if it is not one. */
+function attemptOf(bucket: string, id: string, value: string): AttemptEntry | undefined {
+  const match = /^([su]):(\d+):(\d+):(.*)$/s.exec(value);
+  if (!match) return undefined;
+  const [, state, since, lease, record] = match as unknown as [string, "s" | "u", string, string, string];
+  return {
+    bucket,
+    id,
+    record,
+    state: ATTEMPT_STATES[state],
+    since: Number(since),
+    leaseUntil: Number(lease),
+  };
+}
+
 const KINDS = new Set(["taken", "held", "full"]);
 
 /** The script's reply, checked: anything else is garbage, and garbage decides nothing. */
@@ -186,8 +259,13 @@ function takeResultOf(reply: unknown): TakeResult {
   throw new LimitsStoreError("the limits store answered something that is not a slot decision");
 }
 
-/** The Redis key of a bucket; the braces keep a bucket's key in one cluster slot. */
+/** The Redis key of a bucket; the braces keep a bucket's keys in one cluster slot. */
 const keyOf = (bucket: string): string => `korral:cap:{${bucket}}`;
+/** The Redis key of a bucket's attempts, in the bucket's cluster slot. */
+const ATTEMPTS = "korral:attempts:";
+const attemptsKeyOf = (bucket: string): string => `${ATTEMPTS}{${bucket}}`;
+const bucketOfAttemptsKey = (key: string): string | undefined =>
+  /^korral:attempts:\{(.*)\}$/s.exec(key)?.[1];
 
 export class RedisSlotBook implements SlotBook {
   constructor(
@@ -195,23 +273,70 @@ export class RedisSlotBook implements SlotBook {
     private readonly deadline: <T>(answer: Promise<T>) => Promise<T>,
   ) {}
 
-  take(bucket: string, name: string, limit: number, holder: string): Promise<TakeResult> {
-    return this.#decide(bucket, name, limit, "take", holder);
+  take(
+    bucket: string,
+    name: string,
+    limit: number,
+    holder: string,
+    attempt?: AttemptRecord,
+  ): Promise<TakeResult> {
+    return this.#decide(bucket, name, limit, "take", holder, attempt);
   }
 
   peek(bucket: string, name: string, limit: number): Promise<TakeResult> {
     return this.#decide(bucket, name, limit, "peek", "");
   }
 
-  async settle(bucket: string, name: string, how: Settle, holder: string): Promise<void> {
+  async settle(
+    bucket: string,
+    name: string,
+    how: Settle,
+    holder: string,
+    attemptId?: string,
+  ): Promise<void> {
     ready(this.client);
     const reply = await this.deadline(
       this.client.eval(SETTLE, {
-        keys: [keyOf(bucket)],
-        arguments: [name, how, String(HOUR_MS), holder],
+        keys: [keyOf(bucket), attemptsKeyOf(bucket)],
+        arguments: [name, how, String(HOUR_MS), holder, attemptId ?? ""],
       }),
     );
     if (Number(reply) !== 1) throw new LimitsStoreError("the limits store did not settle the slot");
+  }
+
+  async attempts(): Promise<{ now: number; entries: AttemptEntry[] }> {
+    ready(this.client);
+    const keys: string[] = [];
+    const scan = this.client.scanIterator({ MATCH: `${ATTEMPTS}*`, COUNT: 500 });
+    for (;;) {
+      const batch = await this.deadline(scan.next());
+      if (batch.done) break;
+      keys.push(...batch.value.map(String));
+    }
+    let now = 0;
+    const entries: AttemptEntry[] = [];
+    for (const key of keys) {
+      const bucket = bucketOfAttemptsKey(key);
+      if (bucket === undefined) continue;
+      const reply = await this.deadline(this.client.eval(LIST, { keys: [key], arguments: [] }));
+      if (!Array.isArray(reply)) throw new LimitsStoreError("the limits store did not list attempts");
+      const [clock, ...fields] = reply.map(String);
+      now = Number(clock);
+      for (let i = 0; i + 1 < fields.length; i += 2) {
+        const entry = attemptOf(bucket, fields[i] as string, fields[i + 1] as string);
+        if (entry) entries.push(entry);
+      }
+    }
+    if (now === 0) now = Date.now();
+    return { now, entries };
+  }
+
+  async claim(bucket: string, id: string, leaseMs: number): Promise<string | undefined> {
+    ready(this.client);
+    const reply = await this.deadline(
+      this.client.eval(CLAIM, { keys: [attemptsKeyOf(bucket)], arguments: [id, String(leaseMs)] }),
+    );
+    return typeof reply === "string" ? reply : undefined;
   }
 
   async #decide(
@@ -220,12 +345,13 @@ export class RedisSlotBook implements SlotBook {
     limit: number,
     mode: "take" | "peek",
     holder: string,
+    attempt?: AttemptRecord,
   ) {
     ready(this.client);
     const pendingMs = HOUR_MS + PENDING_MS;
     const reply = await this.deadline(
       this.client.eval(DECIDE, {
-        keys: [keyOf(bucket)],
+        keys: [keyOf(bucket), attemptsKeyOf(bucket)],
         arguments: [
           name,
           String(limit),
@@ -234,6 +360,9 @@ export class RedisSlotBook implements SlotBook {
           holder,
           String(pendingMs - SENDING_MS),
           String(MAX_HOLDERS),
+          attempt?.id ?? "",
+          attempt?.record ?? "",
+          String(ATTEMPT_TTL_MS),
         ],
       }),
     );

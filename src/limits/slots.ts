@@ -16,6 +16,12 @@
  * untracked"): a release frees it only once every holder has let go, so one attempt's release
  * never frees a slot another attempt is sending under, and a take whose answer was lost can be
  * undone by its token (the take either ran, and the token is there, or it did not).
+ *
+ * Beside the slots, the book keeps each write's **attempt** (an opaque record, by request id)
+ * from the take that sends it (the same atomic step) until its outcome is known: `sending`, then
+ * gone when StoreLink answered or nothing was sent, or `uncertain`. The reconciler lists them,
+ * claims one at a time (a lease: each is resolved once across the fleet) and settles it with
+ * `confirmed` or `void`, which remove it.
  */
 
 export const HOUR_MS = 60 * 60_000;
@@ -60,17 +66,62 @@ export type TakeResult =
  * holder is left; `landed` turns an uncertain slot into a counted one, keeping its hour, and on a
  * pending slot is a `release`.
  */
-export type Settle = "count" | "uncertain" | "release" | "landed";
+export type Settle = "count" | "uncertain" | "release" | "landed" | "confirmed" | "void";
+
+/**
+ * `confirmed`: the reconciler found the order: the slot counts (keeping its hour; a slot gone is
+ * counted anew). `void`: the key is fenced, no order exists: an uncertain slot goes, a pending one
+ * loses the attempt's hold. Every settle but `uncertain` removes the attempt; `uncertain` marks it.
+ */
+
+/** How long attempts are kept at the longest: past StoreLink's 7-day retention of keys. */
+export const ATTEMPT_TTL_MS = 8 * 24 * HOUR_MS;
+
+/** A write's attempt, as recorded with its take. */
+export interface AttemptRecord {
+  /** The attempt's request id. */
+  id: string;
+  /** What the reconciler needs, opaque to the book (policy/attempts.ts writes and reads it). */
+  record: string;
+}
+
+export type AttemptState = "sending" | "uncertain";
+
+/** An attempt as the book lists it. */
+export interface AttemptEntry extends AttemptRecord {
+  bucket: string;
+  state: AttemptState;
+  /** Since when it is in its state, on the book's clock. */
+  since: number;
+  /** Until when a reconciler holds it (0: nobody). */
+  leaseUntil: number;
+}
 
 export interface SlotBook {
   /**
    * Takes a pending slot named `name` for `holder` (the attempt's own token) if the bucket has
    * room (`limit` slots an hour); joining a pending slot adds `holder` to its holders.
    */
-  take(bucket: string, name: string, limit: number, holder: string): Promise<TakeResult>;
+  take(
+    bucket: string,
+    name: string,
+    limit: number,
+    holder: string,
+    attempt?: AttemptRecord,
+  ): Promise<TakeResult>;
   /** As `take`, without taking anything: whether `name` is held, or a new slot would be refused. */
   peek(bucket: string, name: string, limit: number): Promise<TakeResult>;
-  settle(bucket: string, name: string, how: Settle, holder: string): Promise<void>;
+  settle(
+    bucket: string,
+    name: string,
+    how: Settle,
+    holder: string,
+    attemptId?: string,
+  ): Promise<void>;
+  /** Every attempt kept, and the book's clock now. */
+  attempts(): Promise<{ now: number; entries: AttemptEntry[] }>;
+  /** The attempt's record if it is there and nobody holds it, held now for `leaseMs`. */
+  claim(bucket: string, id: string, leaseMs: number): Promise<string | undefined>;
 }
 
 interface Slot {
@@ -84,22 +135,82 @@ interface Slot {
 /** The per-process slot book: a map, on this process's clock. */
 export class MemorySlotBook implements SlotBook {
   readonly #buckets = new Map<string, Map<string, Slot>>();
+  /** Attempts by bucket, then request id. */
+  readonly #attempts = new Map<string, Map<string, AttemptEntry>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  async take(bucket: string, name: string, limit: number, holder: string): Promise<TakeResult> {
-    return this.#decide(bucket, name, limit, holder);
+  async take(
+    bucket: string,
+    name: string,
+    limit: number,
+    holder: string,
+    attempt?: AttemptRecord,
+  ): Promise<TakeResult> {
+    const taken = this.#decide(bucket, name, limit, holder);
+    if (attempt && taken.kind !== "full") this.adopt(bucket, attempt, "sending", this.now());
+    return taken;
   }
 
   async peek(bucket: string, name: string, limit: number): Promise<TakeResult> {
     return this.#decide(bucket, name, limit, undefined);
   }
 
-  async settle(bucket: string, name: string, how: Settle, holder: string): Promise<void> {
+  /** Keeps an attempt (the take's, or one read back from audit.log), unless it is kept already. */
+  adopt(bucket: string, { id, record }: AttemptRecord, state: AttemptState, since: number): void {
+    const attempts = this.#attempts.get(bucket) ?? new Map<string, AttemptEntry>();
+    if (attempts.has(id)) return;
+    attempts.set(id, { bucket, id, record, state, since, leaseUntil: 0 });
+    this.#attempts.set(bucket, attempts);
+  }
+
+  async attempts(): Promise<{ now: number; entries: AttemptEntry[] }> {
+    const now = this.now();
+    const entries: AttemptEntry[] = [];
+    for (const [bucket, attempts] of this.#attempts) {
+      for (const [id, entry] of attempts) {
+        if (entry.since + ATTEMPT_TTL_MS <= now) attempts.delete(id);
+        else entries.push({ ...entry });
+      }
+      if (attempts.size === 0) this.#attempts.delete(bucket);
+    }
+    return { now, entries };
+  }
+
+  async claim(bucket: string, id: string, leaseMs: number): Promise<string | undefined> {
+    const entry = this.#attempts.get(bucket)?.get(id);
+    const now = this.now();
+    if (!entry || entry.leaseUntil > now) return undefined;
+    entry.leaseUntil = now + leaseMs;
+    return entry.record;
+  }
+
+  async settle(
+    bucket: string,
+    name: string,
+    how: Settle,
+    holder: string,
+    attemptId?: string,
+  ): Promise<void> {
     const now = this.now();
     const slots = this.#live(bucket, now);
     const slot = slots.get(name);
-    if (how === "release" || how === "landed") {
+    if (attemptId !== undefined) {
+      const attempts = this.#attempts.get(bucket);
+      const entry = attempts?.get(attemptId);
+      if (how !== "uncertain") attempts?.delete(attemptId);
+      else if (entry) Object.assign(entry, { state: "uncertain", since: now });
+      if (attempts?.size === 0) this.#attempts.delete(bucket);
+    }
+    if (how === "confirmed") {
+      if (slot) Object.assign(slot, { state: "c", holders: none() });
+      else slots.set(name, { state: "c", until: now + HOUR_MS, holders: none() });
+    } else if (how === "void") {
+      if (slot?.state === "u") slots.delete(name);
+      else if (slot?.state === "p" && slot.holders.delete(holder) && slot.holders.size === 0) {
+        slots.delete(name);
+      }
+    } else if (how === "release" || how === "landed") {
       if (how === "landed" && slot?.state === "u") slot.state = "c";
       if (slot?.state === "p" && slot.holders.delete(holder) && slot.holders.size === 0) {
         slots.delete(name);

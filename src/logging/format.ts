@@ -60,7 +60,12 @@ const AUDIT_FIELDS: {
   quantity: (r) => (typeof r.quantity === "number" ? r.quantity : null),
   request_id: (r, cut) => cut(String(r.request_id)),
   by: (r, cut) => cut(String(r.by)),
+  // Redacted like any text the agent sent: a real key (a UUID, a server-made one) reads unchanged.
+  idempotency_key: (r, cut) =>
+    typeof r.idempotency_key === "string" ? cut(r.idempotency_key) : undefined,
   client: (r, cut) => (typeof r.client === "string" ? cut(r.client) : undefined),
+  resolution: (r) =>
+    r.resolution === "CREATED" || r.resolution === "NOT_CREATED" ? r.resolution : undefined,
   reason: (r, cut) => textOrNull(r.reason, cut),
   detail: (r, cut) => (typeof r.detail === "string" ? cut(r.detail) : undefined),
   confirmed: (r) => (r.confirmed === "buyer" || r.confirmed === "agent" ? r.confirmed : undefined),
@@ -110,8 +115,8 @@ const bareOrQuoted = (value: string | number | null): string => {
 
 /**
  * How each field of an audit record reads on its line, in the line's order (the spec's:
- * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. by=.. [client=..] [confirmed=..]
- * [detail="…"] reason="…"`).
+ * `<ts> <OUTCOME> <order_id|-> store=.. sku=.. qty=.. req=.. by=.. [key=..] [client=..]
+ * [confirmed=..] [outcome=..] [detail="…"] reason="…"`).
  * Typed over every key of AuditRecord, so a new field must be given its place here; a field a
  * record does not carry (undefined) is left out. A missing reason reads `reason=-`.
  */
@@ -126,8 +131,10 @@ const AUDIT_LINE: {
   quantity: (v) => `qty=${bareOrQuoted(v)}`,
   request_id: (v) => `req=${bareOrQuoted(v)}`,
   by: (v) => `by=${bareOrQuoted(v)}`,
+  idempotency_key: (v) => `key=${bareOrQuoted(v)}`,
   client: (v) => `client=${bareOrQuoted(v)}`,
   confirmed: (v) => `confirmed=${v}`,
+  resolution: (v) => `outcome=${v}`,
   detail: (v) => `detail=${quote(String(v))}`,
   reason: (v) => `reason=${v === null ? "-" : quote(v)}`,
 };

@@ -75,6 +75,8 @@ const INTENT_FIELDS: {
   sku: (line) => text(line.sku),
   quantity: (line) => (typeof line.quantity === "number" ? line.quantity : null),
   reason: (line) => text(line.reason),
+  // A journal of an earlier release sent no key.
+  idempotency_key: (line) => text(line.idempotency_key) ?? undefined,
 };
 const INTENT_KEYS = Object.keys(INTENT_FIELDS) as (keyof IntentRecord)[];
 

@@ -27,7 +27,17 @@ export interface TraceRecord extends CallFields {
   args: unknown;
 }
 
-export type AuditOutcome = "CREATED" | "REPLAYED" | "REJECTED" | "UNCERTAIN" | "PREVIEW";
+export type AuditOutcome =
+  | "CREATED"
+  | "REPLAYED"
+  | "REJECTED"
+  | "UNCERTAIN"
+  | "PREVIEW"
+  /** The truth of an earlier UNCERTAIN (same `req`), found by the reconciler: see `resolution`. */
+  | "RESOLVED";
+
+/** What a RESOLVED line found: StoreLink holds an order for the key, or the key is fenced. */
+export type Resolution = "CREATED" | "NOT_CREATED";
 
 /** The audited facts of an order: as sent, or as read from arguments that may be invalid. */
 export interface OrderFields {
@@ -37,11 +47,20 @@ export interface OrderFields {
   reason: string | null;
 }
 
+/** An order as handed to StoreLink: every create carries an idempotency key. */
+export interface SentOrder extends OrderFields {
+  idempotency_key: string;
+}
+
 /** One line of log/audit.log: every write attempt, always with its reason. */
 export interface AuditRecord extends OrderFields, CallFields {
   ts: string;
   outcome: AuditOutcome;
   order_id: string | null;
+  /** The key the create was sent with: on every CREATED, REPLAYED, UNCERTAIN and RESOLVED line. */
+  idempotency_key?: string;
+  /** A RESOLVED line's finding (`outcome=` on the line). */
+  resolution?: Resolution;
   /** Why it was rejected or uncertain. */
   detail?: string;
   /**
@@ -59,6 +78,8 @@ export type Confirmer = "buyer" | "agent";
  */
 export interface IntentRecord extends OrderFields, CallFields {
   ts: string;
+  /** The create's key (absent only in a journal of an earlier release). */
+  idempotency_key?: string;
 }
 
 /**

@@ -7,6 +7,8 @@ import type {
   Confirmer,
   IntentRecord,
   OrderFields,
+  Resolution,
+  SentOrder,
 } from "../logging/records.js";
 
 /**
@@ -78,38 +80,61 @@ interface AuditExtras {
   orderId?: string | null;
   detail?: string;
   confirmed?: Confirmer;
+  resolution?: Resolution;
 }
 
-/** One audit record, stamped now: the order, the call's own fields, the outcome. */
+/**
+ * One audit record, stamped now: the order (with its idempotency key once it has one), the
+ * call's own fields, the outcome.
+ */
 function auditRecord(
   outcome: AuditOutcome,
-  fields: OrderFields & CallFields,
-  { orderId = null, detail, confirmed }: AuditExtras = {},
+  { idempotency_key, ...fields }: OrderFields & CallFields & { idempotency_key?: string },
+  { orderId = null, detail, confirmed, resolution }: AuditExtras = {},
 ): AuditRecord {
   return {
     ts: new Date().toISOString(),
     outcome,
     order_id: orderId,
     ...fields,
+    ...(idempotency_key === undefined ? {} : { idempotency_key }),
     ...(detail === undefined ? {} : { detail }),
     ...(confirmed === undefined ? {} : { confirmed }),
+    ...(resolution === undefined ? {} : { resolution }),
   };
 }
 
 /** The order of `call` and the call's own fields, as every line of it says them. */
-const of = (call: CallRecord, fields: OrderFields): OrderFields & CallFields => ({
+const of = <F extends OrderFields>(call: CallRecord, fields: F): F & CallFields => ({
   ...fields,
   ...callFieldsOf(call),
 });
 
-/** A write StoreLink answered: a new order, or the original one for a retry (never a second CREATED). */
+/** Why a write whose answer was lost is CREATED all the same: StoreLink said so by its key. */
+export const CONFIRMED_BY_KEY_DETAIL =
+  "the answer to the create was lost; StoreLink confirmed the order by its idempotency key";
+
+/** Why a retry is REPLAYED without a create: StoreLink already held its key's order. */
+export const ANSWERED_BY_KEY_DETAIL =
+  "a retry with this idempotency key; StoreLink already held its order (asked by key; no create was sent)";
+
+/**
+ * A write StoreLink answered: a new order, or the original one for a retry (never a second
+ * CREATED). `detail` when the answer came from asking StoreLink by the key, not from the create.
+ */
 export const submittedWrite = (
   call: CallRecord,
-  fields: OrderFields,
+  sent: SentOrder,
   orderId: string,
   replayed: boolean,
   confirmed: Confirmer,
-) => auditRecord(replayed ? "REPLAYED" : "CREATED", of(call, fields), { orderId, confirmed });
+  detail?: string,
+) =>
+  auditRecord(replayed ? "REPLAYED" : "CREATED", of(call, sent), {
+    orderId,
+    confirmed,
+    ...(detail === undefined ? {} : { detail }),
+  });
 
 /** A dry run that passed every check: nothing was submitted. */
 export const previewedWrite = (call: CallRecord, fields: OrderFields) =>
@@ -131,7 +156,7 @@ export const unscopedWrite = (call: CallRecord, scope: string) =>
 /** A write that failed at `stage`: REJECTED or UNCERTAIN by `failedOutcome`. */
 export const failedWrite = (
   call: CallRecord,
-  fields: OrderFields,
+  fields: OrderFields | SentOrder,
   error: ToolError,
   stage: Stage,
   dryRun: boolean,
@@ -141,17 +166,28 @@ export const failedWrite = (
   });
 
 /** A write abandoned at the end of the shutdown grace: UNCERTAIN once sent, else REJECTED. */
-export const abandonedWrite = (call: CallRecord, fields: OrderFields, sent: boolean) =>
+export const abandonedWrite = (call: CallRecord, fields: OrderFields | SentOrder, sent: boolean) =>
   auditRecord(sent ? "UNCERTAIN" : "REJECTED", of(call, fields), {
     detail: sent ? ABANDONED_DETAIL : ABANDONED_UNSENT_DETAIL,
   });
 
 /** The intent a write leaves as it is handed to StoreLink: the order as sent, and the call. */
-export const intentOf = (call: CallRecord, fields: OrderFields): IntentRecord => ({
+export const intentOf = (call: CallRecord, sent: SentOrder): IntentRecord => ({
   ts: new Date().toISOString(),
-  ...of(call, fields),
+  ...of(call, sent),
 });
 
 /** A write a killed process had sent without recording its outcome: its intent, as recovered. */
 export const killedWrite = ({ ts: sentAt, ...fields }: IntentRecord) =>
   auditRecord("UNCERTAIN", fields, { detail: `${KILLED_DETAIL} (sent at ${sentAt})` });
+
+/**
+ * The one line that settles an earlier UNCERTAIN (or a write whose process died before its line):
+ * the attempt as it was sent, its request id, its key, and what StoreLink holds for the key.
+ */
+export const resolvedWrite = (
+  { ts: _sentAt, ...attempt }: IntentRecord & { idempotency_key: string },
+  resolution: Resolution,
+  orderId: string | null,
+  detail: string,
+) => auditRecord("RESOLVED", attempt, { orderId, detail, resolution });

@@ -1,7 +1,8 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { ToolError } from "../errors.js";
 import type { LimitsHealth } from "../limits/health.js";
 import {
+  type AttemptState,
   HOUR_MS,
   MemorySlotBook,
   PENDING_MS,
@@ -9,6 +10,7 @@ import {
   type SlotBook,
   type SlotCounts,
 } from "../limits/slots.js";
+import type { IntentRecord, Resolution } from "../logging/records.js";
 import type { Sku, Store } from "../storelink/client.js";
 
 /**
@@ -16,10 +18,13 @@ import type { Sku, Store } from "../storelink/client.js";
  * in a slot book (limits/slots.ts): this process's own, or the fleet's on Redis. It stops a
  * looping agent; StoreLink's dedupe stops duplicate trucks.
  *
- * - Every create holds a slot before it is sent; a slot is named by the write's idempotency key,
- *   so a retry with the same key joins the slot its first attempt holds (pending or counted)
- *   and goes to StoreLink, which folds it: a retry is never refused by the cap.
- * - A key-less create takes a slot of its own: it cannot be told apart from a new order.
+ * - Every create holds a slot before it is sent; a slot is named by the write's idempotency key
+ *   (the agent's, or one this server made), so a retry with the same key joins the slot its
+ *   first attempt holds (pending or counted) and never takes a second: a retry is never refused
+ *   by the cap.
+ * - The same step records the attempt (what the reconciler needs to resolve it), which stays in
+ *   the book until StoreLink answered, nothing was sent, or the reconciler resolved it. With
+ *   `perHour` 0 nothing is refused, but slots and attempts are still kept.
  * - Every attempt holds under a token of its own. The slot counts when StoreLink created the
  *   order or the outcome is unknown; an attempt gives its hold back when nothing was sent or
  *   StoreLink replayed an order older than the slot, and the slot goes once no attempt holds it.
@@ -50,8 +55,30 @@ export interface SharedBook {
   describe(error: unknown): string;
 }
 
-/** A slot held by a write. Exactly one of the two is called; neither ever throws. */
+/** A write being sent, as the book keeps it until its outcome is known. */
+export interface Attempt extends IntentRecord {
+  store_id: string;
+  sku: string;
+  quantity: number;
+  reason: string;
+  idempotency_key: string;
+}
+
+/** An attempt the book keeps, with where it stands. */
+export interface KeptAttempt {
+  attempt: Attempt;
+  state: AttemptState;
+  /** Milliseconds in that state, on the book's clock. */
+  age: number;
+  /** The parts the book needs to settle it. */
+  bucket: string;
+  holder: string;
+}
+
+/** A slot held by a write. Exactly one of the two settles is called; neither ever throws. */
 export interface Reservation {
+  /** The key already held a slot: an earlier attempt with the same key (a retry). */
+  readonly joined: boolean;
   /** StoreLink answered: `replayed` says whether it folded this write into an earlier order. */
   answered(replayed: boolean): Promise<void>;
   /** The write failed: `mayHaveLanded` says whether the order may exist all the same. */
@@ -77,21 +104,24 @@ export class OrderCap {
    * Holds a slot for the write (joining the one its idempotency key holds), or throws the cap's
    * refusal; throws `limitsUnavailable` when the book cannot be read.
    */
-  async hold(store: Store, item: Sku, idempotencyKey: string | undefined): Promise<Reservation> {
-    if (this.perHour <= 0) return NO_OP;
+  async hold(store: Store, item: Sku, attempt: Attempt): Promise<Reservation> {
     const bucket = bucketOf(store, item);
-    const name = slotName(idempotencyKey) ?? `once:${randomUUID()}`;
+    const name = slotName(attempt.idempotency_key);
     const holder = randomBytes(9).toString("base64url");
-    const settle = (how: Settle): Promise<void> => this.#settle(bucket, name, how, holder);
+    const id = attempt.request_id;
+    const settle = (how: Settle): Promise<void> => this.#settle(bucket, name, how, holder, id);
+    const record = JSON.stringify({ ...attempt, holder });
+    const limit = this.perHour > 0 ? this.perHour : Number.MAX_SAFE_INTEGER;
     const taken = await this.#ask(
-      () => this.#slots.take(bucket, name, this.perHour, holder),
+      () => this.#slots.take(bucket, name, limit, holder, { id, record }),
       // Refused unsent, whatever the take did on the store. Not a health report: the take's
       // failure was one, and a release can pass where a take cannot (a full store).
-      () => this.#retry(bucket, name, "release", holder, true),
+      () => this.#retry(bucket, name, "release", holder, true, id),
     );
     if (taken.kind === "full") throw capReached(store, item, this.perHour, taken);
     const joined = taken.kind === "held";
     return {
+      joined,
       // A joiner's replay proves the slot's order landed; a holder's means it is older.
       answered: (replayed) => settle(replayed ? (joined ? "landed" : "release") : "count"),
       // A joiner gives back only its own hold: the slot stays while its first attempt holds it.
@@ -105,8 +135,8 @@ export class OrderCap {
    */
   async refuseIfFull(store: Store, item: Sku, idempotencyKey: string | undefined): Promise<void> {
     if (this.perHour <= 0) return;
-    // A key-less order names no slot: only the count can refuse it.
-    const name = slotName(idempotencyKey) ?? "";
+    // A key-less order names no slot yet: only the count can refuse it.
+    const name = idempotencyKey === undefined ? "" : slotName(idempotencyKey);
     const peeked = await this.#ask(() =>
       this.#slots.peek(bucketOf(store, item), name, this.perHour),
     );
@@ -125,14 +155,76 @@ export class OrderCap {
     }
   }
 
-  async #settle(bucket: string, name: string, how: Settle, holder: string): Promise<void> {
+  /**
+   * The attempts kept in the book, oldest first, read from the book's own records: an attempt
+   * whose record cannot be read is left where it is (a person reads the book).
+   */
+  async attempts(): Promise<KeptAttempt[]> {
+    const { now, entries } = await this.#slots.attempts();
+    const kept: KeptAttempt[] = [];
+    for (const entry of entries) {
+      const parsed = attemptOf(entry.record);
+      if (parsed === undefined) continue;
+      kept.push({
+        attempt: parsed.attempt,
+        state: entry.state,
+        age: now - entry.since,
+        bucket: entry.bucket,
+        holder: parsed.holder,
+      });
+    }
+    return kept.sort((a, b) => b.age - a.age);
+  }
+
+  /** Holds a kept attempt for `leaseMs` so no other reconciler resolves it meanwhile. */
+  async claim(kept: KeptAttempt, leaseMs: number): Promise<boolean> {
+    return (await this.#slots.claim(kept.bucket, kept.attempt.request_id, leaseMs)) !== undefined;
+  }
+
+  /**
+   * Settles a resolved attempt: an order found keeps the slot counted (in its hour), a fenced key
+   * gives it back; the attempt leaves the book. Throws when the book cannot be written (the
+   * attempt stays, claimed until its lease ends).
+   */
+  async resolve(kept: KeptAttempt, resolution: Resolution): Promise<void> {
+    await this.#slots.settle(
+      kept.bucket,
+      slotName(kept.attempt.idempotency_key),
+      resolution === "CREATED" ? "confirmed" : "void",
+      kept.holder,
+      kept.attempt.request_id,
+    );
+  }
+
+  /** An attempt read back from audit.log (an UNCERTAIN line), kept in this process's own book. */
+  adopt(attempt: Attempt, age: number): void {
+    if (!(this.#slots instanceof MemorySlotBook)) return;
+    const bucket = `${attempt.store_id}:${attempt.sku}`;
+    const record = JSON.stringify({ ...attempt, holder: "" });
+    this.#slots.adopt(bucket, { id: attempt.request_id, record }, "uncertain", Date.now() - age);
+  }
+
+  /** Whether the attempts live in a shared store (the fleet's) rather than in this process. */
+  get shared(): boolean {
+    return this.#health !== undefined;
+  }
+
+  async #settle(
+    bucket: string,
+    name: string,
+    how: Settle,
+    holder: string,
+    attemptId: string,
+  ): Promise<void> {
     try {
-      await this.#slots.settle(bucket, name, how, holder);
+      await this.#slots.settle(bucket, name, how, holder, attemptId);
       this.#health?.answered();
     } catch (error) {
       // The slot stays as it was (pending counts): never a failure of the write itself.
       this.#health?.failed(this.#describe(error));
-      if (how === "release" || how === "landed") this.#retry(bucket, name, how, holder);
+      if (how === "release" || how === "landed" || how === "count") {
+        this.#retry(bucket, name, how, holder, false, attemptId);
+      }
     }
   }
 
@@ -142,13 +234,20 @@ export class OrderCap {
    * once (past that the slot just runs out its time: the safe side). Both are idempotent per
    * holder. Silent: the call that failed has told the health already.
    */
-  #retry(bucket: string, name: string, how: Settle, holder: string, now = false): void {
+  #retry(
+    bucket: string,
+    name: string,
+    how: Settle,
+    holder: string,
+    now: boolean,
+    attemptId: string,
+  ): void {
     if (this.#retrying >= MAX_RETRIES) return;
     this.#retrying++;
     const giveUpAt = Date.now() + HOUR_MS + PENDING_MS;
     const send = async (n: number): Promise<void> => {
       try {
-        await this.#slots.settle(bucket, name, how, holder);
+        await this.#slots.settle(bucket, name, how, holder, attemptId);
         this.#retrying--;
       } catch {
         if (Date.now() < giveUpAt) later(n + 1);
@@ -170,14 +269,35 @@ const MAX_RETRIES = 10_000;
 
 const bucketOf = (store: Store, item: Sku): string => `${store.store_id}:${item.sku}`;
 
-/** The slot a write's idempotency key names; a key-less write names none. */
-const slotName = (idempotencyKey: string | undefined): string | undefined =>
-  idempotencyKey === undefined ? undefined : `key:${idempotencyKey}`;
+/** The slot a write's idempotency key names. */
+const slotName = (idempotencyKey: string): string => `key:${idempotencyKey}`;
 
-const NO_OP: Reservation = {
-  answered: () => Promise.resolve(),
-  failed: () => Promise.resolve(),
-};
+const text = (value: unknown): value is string => typeof value === "string";
+
+/** An attempt's record as the book keeps it, checked field by field; undefined if it is not one. */
+function attemptOf(record: string): { attempt: Attempt; holder: string } | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(record);
+  } catch {
+    return undefined;
+  }
+  if (parsed === null || typeof parsed !== "object") return undefined;
+  const { holder, ...rest } = parsed as Record<string, unknown>;
+  const a = rest as Partial<Record<keyof Attempt, unknown>>;
+  const ok =
+    text(holder) &&
+    text(a.request_id) &&
+    text(a.by) &&
+    (a.client === undefined || text(a.client)) &&
+    text(a.ts) &&
+    text(a.store_id) &&
+    text(a.sku) &&
+    typeof a.quantity === "number" &&
+    text(a.reason) &&
+    text(a.idempotency_key);
+  return ok ? { attempt: rest as unknown as Attempt, holder: holder as string } : undefined;
+}
 
 /** The refusal the model reads at the cap: what was counted, and who can place a real volume. */
 export function capReached(

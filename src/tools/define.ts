@@ -3,7 +3,7 @@ import { z } from "zod";
 import { errorResultSchema, rateLimited, ToolError } from "../errors.js";
 import type { StoreKeyProvider } from "../keys/provider.js";
 import type { CallRecord } from "../logging/call-record.js";
-import type { CallRecorder, OrderFields } from "../logging/records.js";
+import type { CallRecorder, SentOrder } from "../logging/records.js";
 import { rawIdText } from "../policy/audit.js";
 import type { OrderCap } from "../policy/order-cap.js";
 import type { PolicySource } from "../policy/policy-source.js";
@@ -70,7 +70,7 @@ export interface ToolContext extends Deps {
    * Called with the order as it is handed to StoreLink: an abandoned write is uncertain from then
    * on, and its intent is journalled.
    */
-  onSend(order: OrderFields): void;
+  onSend(order: SentOrder): void;
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {

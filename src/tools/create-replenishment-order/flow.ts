@@ -1,21 +1,33 @@
 import { withStoreKey } from "../../auth.js";
-import { type ToolError, toToolError } from "../../errors.js";
-import type { Confirmer } from "../../logging/records.js";
 import {
+  isToolError,
+  notCreated,
+  outcomeUnknown,
+  type ToolError,
+  toToolError,
+} from "../../errors.js";
+import type { Confirmer, SentOrder } from "../../logging/records.js";
+import {
+  ANSWERED_BY_KEY_DETAIL,
+  CONFIRMED_BY_KEY_DETAIL,
   failedWrite,
+  intentOf,
   mayHaveLanded,
   orderFieldsOf,
   refusedWrite,
   type Stage,
   submittedWrite,
 } from "../../policy/audit.js";
+import type { Attempt, Reservation } from "../../policy/order-cap.js";
 import { SOME_CATEGORY } from "../../policy/store-policy.js";
-import { checkedCreate } from "../../storelink/contract.js";
+import { isStoreLinkError, type Sku, type Store } from "../../storelink/client.js";
+import { checkedCreate, type OrderReceipt } from "../../storelink/contract.js";
 import { catalogueItem, checkAccess, storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
+import { askByKey, askWithin } from "../../policy/order-by-key.js";
 import { askBuyer, confirmationRequired, confirmedByState } from "./confirmation.js";
 import { amount, preview } from "./preview.js";
-import type { OrderInput, OrderOutput } from "./schema.js";
+import { type OrderInput, type OrderOutput, serverMadeKey } from "./schema.js";
 
 /** Arguments that failed validation (or the rate limit): audited REJECTED, nothing sent. */
 export async function auditRefusal(error: ToolError, ctx: ToolContext): Promise<void> {
@@ -29,6 +41,8 @@ export async function auditRefusal(error: ToolError, ctx: ToolContext): Promise<
 export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<OrderOutput> {
   // The order as every line about it says it (the catalogue returns the very SKU asked for).
   const order = orderFieldsOf(args);
+  /** The order with its key, once it has one: every line from then on names the key. */
+  let sentOrder: SentOrder | undefined;
   let stage: Stage = "checking";
   try {
     // A store this principal may not order for is refused before anything else: no StoreLink
@@ -65,66 +79,128 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       throw confirmationRequired();
     }
 
-    // Every create holds a slot; a retry joins the one its idempotency key holds.
-    const slot = await ctx.orderCap.hold(store, item, idempotencyKey);
+    // Every create carries a key: the agent's, the confirmation's, or one made here.
+    const key = idempotencyKey ?? serverMadeKey();
+    const sent: SentOrder = { ...order, idempotency_key: key };
+    sentOrder = sent;
+    const request = {
+      store_id: args.store_id,
+      sku: item.sku,
+      quantity: args.quantity,
+      reason: args.reason,
+      idempotency_key: key,
+      ...(idempotencyKey === undefined ? { key_made_by_server: true } : {}),
+    };
+    const { key_made_by_server: _made, ...asSent } = request;
+    const attempt: Attempt = { ...intentOf(ctx.call, sent), ...asSent };
+    const submitted = (receipt: OrderReceipt, replayed: boolean, detail?: string) =>
+      answerSubmitted(args, ctx, store, item, sent, confirmed, receipt, replayed, detail);
+
+    // Every create holds a slot; a retry joins the one its key holds. A retry whose key already
+    // holds a slot, or that cannot be counted, asks StoreLink first: an order that landed is
+    // answered REPLAYED with no create (the limits store down too), a fenced key is refused.
+    let slot: Reservation;
+    try {
+      slot = await ctx.orderCap.hold(store, item, attempt);
+    } catch (error) {
+      if (idempotencyKey === undefined || !isToolError(error, "limits_unavailable")) throw error;
+      const known = await askByKey(ctx, request);
+      if (known.state === "created") {
+        return await submitted(known.order, true, ANSWERED_BY_KEY_DETAIL);
+      }
+      if (known.state === "fenced") throw notCreated(key);
+      throw error;
+    }
+    if (slot.joined) {
+      const known = await askByKey(ctx, request);
+      if (known.state === "created") {
+        await slot.answered(true);
+        return await submitted(known.order, true, ANSWERED_BY_KEY_DETAIL);
+      }
+      if (known.state === "fenced") {
+        await slot.failed(false);
+        throw notCreated(key);
+      }
+    }
 
     let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
     try {
-      const request = {
-        store_id: args.store_id,
-        sku: item.sku,
-        quantity: args.quantity,
-        reason: args.reason,
-        ...(idempotencyKey === undefined ? {} : { idempotency_key: idempotencyKey }),
-      };
       created = await withStoreKey(ctx.keys, args.store_id, async (key) => {
         stage = "sent";
-        ctx.onSend(order);
+        ctx.onSend(sent);
         // From the answer only the receipt (order id, status, time) on its contract shape; the
         // rest is what was sent. Off the contract, the write is uncertain (it was sent).
         return checkedCreate(await ctx.storelink.createOrder(request, key), request);
       });
     } catch (error) {
-      // An order that may have landed counts against the cap; a refusal does not.
-      await slot.failed(mayHaveLanded(toToolError(error, ctx.call.requestId), stage));
-      throw error;
+      const toolError = toToolError(error, ctx.call.requestId);
+      if (mayHaveLanded(toolError, stage)) {
+        // The answer was lost: StoreLink is asked by the key (reads only) before answering.
+        const known = await askWithin(ctx, request, ctx.call.signal);
+        if (known.state === "created") {
+          await slot.answered(slot.joined);
+          return await submitted(known.order, slot.joined, CONFIRMED_BY_KEY_DETAIL);
+        }
+        await slot.failed(known.state !== "fenced");
+        if (known.state === "fenced") throw notCreated(key);
+        // An order that may have landed counts against the cap until it is resolved.
+        throw outcomeUnknown(toolError, args.store_id, key);
+      }
+      await slot.failed(false);
+      throw isStoreLinkError(error, "idempotency_key_fenced") ? notCreated(key) : error;
     }
     const { order: receipt, replayed } = created;
     await slot.answered(replayed);
-
-    // The audit line is durable before the answer leaves: a crash now cannot lose the trail.
-    // A replay is recorded as REPLAYED against the original order, never a second CREATED.
-    await ctx.recorder.audit(
-      submittedWrite(ctx.call, order, receipt.order_id, replayed, confirmed),
-      ctx.call.traceFields,
-    );
-    // Store, SKU, quantity and reason are the ones sent (checkedCreate); StoreLink's own text
-    // reaches neither the answer nor the confirmation.
-    const what = `${amount(args.quantity, item)} for ${store.name} (store ${store.store_id})`;
-    return {
-      mode: "submitted",
-      order_id: receipt.order_id,
-      status: receipt.status,
-      created_at: receipt.created_at,
-      replayed,
-      confirmation: replayed
-        ? `Replenishment order ${receipt.order_id} was already submitted at ${receipt.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${args.reason}`
-        : `Replenishment order ${receipt.order_id} submitted: ${what}. Reason: ${args.reason}`,
-      store_id: args.store_id,
-      store_name: store.name,
-      sku: item.sku,
-      sku_name: item.name,
-      quantity: args.quantity,
-      reason: args.reason,
-    };
+    return await submitted(receipt, replayed);
   } catch (error) {
     // Asking is not an outcome: round 2 (or the buyer's silence) writes the audit line.
     if (error instanceof AskBuyer) throw error;
     const toolError = toToolError(error, ctx.call.requestId);
     await ctx.recorder.audit(
-      failedWrite(ctx.call, order, toolError, stage, args.dry_run === true),
+      failedWrite(ctx.call, sentOrder ?? order, toolError, stage, args.dry_run === true),
       ctx.call.traceFields,
     );
     throw toolError;
   }
+}
+
+/**
+ * The answer of a write StoreLink created (or replayed), after its audit line is durable: a
+ * crash now cannot lose the trail. A replay is REPLAYED against the original order, never a
+ * second CREATED.
+ */
+async function answerSubmitted(
+  args: OrderInput,
+  ctx: ToolContext,
+  store: Store,
+  item: Sku,
+  sent: SentOrder,
+  confirmed: Confirmer,
+  receipt: OrderReceipt,
+  replayed: boolean,
+  detail?: string,
+): Promise<OrderOutput> {
+  await ctx.recorder.audit(
+    submittedWrite(ctx.call, sent, receipt.order_id, replayed, confirmed, detail),
+    ctx.call.traceFields,
+  );
+  // Store, SKU, quantity and reason are the ones sent (checkedCreate); StoreLink's own text
+  // reaches neither the answer nor the confirmation.
+  const what = `${amount(args.quantity, item)} for ${store.name} (store ${store.store_id})`;
+  return {
+    mode: "submitted",
+    order_id: receipt.order_id,
+    status: receipt.status,
+    created_at: receipt.created_at,
+    replayed,
+    confirmation: replayed
+      ? `Replenishment order ${receipt.order_id} was already submitted at ${receipt.created_at}: ${what}. This request was a retry; no new order was created. Reason: ${args.reason}`
+      : `Replenishment order ${receipt.order_id} submitted: ${what}. Reason: ${args.reason}`,
+    store_id: args.store_id,
+    store_name: store.name,
+    sku: item.sku,
+    sku_name: item.name,
+    quantity: args.quantity,
+    reason: args.reason,
+  };
 }

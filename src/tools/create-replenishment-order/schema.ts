@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../../policy/order-rules.js";
 import { skuSchema, storeIdSchema } from "../common.js";
@@ -58,6 +59,12 @@ export const createOrderInput = z.strictObject({
 });
 
 export type OrderInput = z.infer<typeof createOrderInput>;
+
+/**
+ * The key a create is sent with when the agent gave none: in idempotency_key's own alphabet and
+ * length, so the agent can pass it back (a retry, get_replenishment_status).
+ */
+export const serverMadeKey = (): string => `korral-${randomUUID()}`;
 
 const stockSchema = z.object({
   on_hand: z.number().int(),

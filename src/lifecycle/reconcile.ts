@@ -1,0 +1,189 @@
+import { join } from "node:path";
+import { AuditTail } from "../logging/audit-read.js";
+import { opsLog } from "../logging/ops.js";
+import { AUDIT_FILE } from "../logging/recorder.js";
+import type { CallRecorder, Resolution } from "../logging/records.js";
+import { SENDING_MS } from "../limits/slots.js";
+import { resolvedWrite } from "../policy/audit.js";
+import { fenceKey, type KeyAsker, type KeyState, readKey } from "../policy/order-by-key.js";
+import type { KeptAttempt, OrderCap } from "../policy/order-cap.js";
+
+/**
+ * The reconciler: every write whose outcome is unknown is resolved to StoreLink's truth, by the
+ * service, and gets exactly one RESOLVED audit line (docs/write-safety.md, "Reconciliation").
+ *
+ * - It never sends a create: it reads what StoreLink holds for the attempt's key, and fences the
+ *   key only when StoreLink has no record of it, the attempt is past the grace (during which the
+ *   agent's own same-key retry may still place the order the buyer approved), and no create with
+ *   it is running.
+ * - `CREATED` when StoreLink holds the key's order (the line names it); `NOT_CREATED` only once
+ *   the key is fenced. The slot is settled with it: kept for an order, given back for none.
+ * - Attempts live in the order cap's book, recorded with the slot: the fleet's on Redis (so an
+ *   attempt whose replica died is resolved by another) or this process's own. A process without a
+ *   limits store also reads audit.log for UNCERTAIN lines without a RESOLVED line (an earlier run,
+ *   a killed one recovered from its journal).
+ * - Each attempt is claimed for a lease before it is resolved, so two reconcilers never resolve
+ *   one; a line is written once per process even when the book cannot be settled afterwards.
+ */
+
+export interface ReconcilerOptions {
+  graceMs: number;
+  intervalMs: number;
+  /** Where audit.log is, for a process without a limits store (undefined: no log files). */
+  logDir?: string | undefined;
+}
+
+/** What one pass did. */
+export interface ReconcileReport {
+  created: number;
+  notCreated: number;
+  /** Attempts left for a later pass (in their grace, in progress, StoreLink unreachable). */
+  waiting: number;
+  errors: number;
+}
+
+/** How long a claim holds an attempt: longer than a read, a fence and a line take. */
+const LEASE_MS = 2 * 60_000;
+
+const DETAIL: Record<Resolution, string> = {
+  CREATED: "StoreLink holds an order for this attempt's idempotency key",
+  NOT_CREATED:
+    "StoreLink holds no order for this attempt's idempotency key, and the key is now fenced: it never can create one",
+};
+
+export class Reconciler {
+  readonly #tail: AuditTail | undefined;
+  /**
+   * Attempts with a RESOLVED line whose book may not have been settled yet: written by this
+   * process, or read in audit.log.
+   */
+  readonly #resolved = new Map<string, Resolution>();
+  #running: Promise<ReconcileReport> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #saidUnsupported = false;
+
+  constructor(
+    private readonly deps: KeyAsker & { orderCap: OrderCap; recorder: CallRecorder },
+    private readonly options: ReconcilerOptions,
+  ) {
+    this.#tail =
+      options.logDir !== undefined && !deps.orderCap.shared
+        ? new AuditTail(join(options.logDir, AUDIT_FILE))
+        : undefined;
+  }
+
+  /** Runs a pass now, and every `intervalMs` (never holding the process open). */
+  start(): void {
+    void this.run();
+    this.#timer = setInterval(() => void this.run(), this.options.intervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  /** One pass; a pass already running is joined, not doubled. Never rejects. */
+  run(): Promise<ReconcileReport> {
+    this.#running ??= this.#pass()
+      .catch((error: unknown): ReconcileReport => {
+        opsLog.error({ err: error }, "the reconciler's pass failed; it runs again shortly");
+        return { created: 0, notCreated: 0, waiting: 0, errors: 1 };
+      })
+      .finally(() => {
+        this.#running = undefined;
+      });
+    return this.#running;
+  }
+
+  async #pass(): Promise<ReconcileReport> {
+    const report: ReconcileReport = { created: 0, notCreated: 0, waiting: 0, errors: 0 };
+    await this.#readAuditLog();
+    let kept: KeptAttempt[];
+    try {
+      kept = await this.deps.orderCap.attempts();
+    } catch {
+      opsLog.warn({}, "the reconciler cannot read the limits store; it runs again shortly");
+      report.errors++;
+      return report;
+    }
+    for (const attempt of kept) {
+      const outcome = await this.#resolve(attempt);
+      if (outcome === "CREATED") report.created++;
+      else if (outcome === "NOT_CREATED") report.notCreated++;
+      else if (outcome === "error") report.errors++;
+      else if (outcome === "waiting") report.waiting++;
+    }
+    if (report.created + report.notCreated + report.errors > 0) {
+      opsLog.info({ reconcile: report }, "the reconciler resolved writes of unknown outcome");
+    }
+    return report;
+  }
+
+  /** Adopts the UNCERTAIN lines audit.log has that no RESOLVED line settles (local book only). */
+  async #readAuditLog(): Promise<void> {
+    if (this.#tail === undefined) return;
+    const { uncertain, resolved } = await this.#tail.next();
+    for (const { request_id, resolution } of resolved) this.#resolved.set(request_id, resolution);
+    const now = Date.now();
+    for (const line of uncertain) {
+      if (this.#resolved.has(line.request_id)) continue;
+      const sentAt = Date.parse(line.ts);
+      this.deps.orderCap.adopt(line, Number.isNaN(sentAt) ? 0 : Math.max(0, now - sentAt));
+    }
+  }
+
+  async #resolve(kept: KeptAttempt): Promise<Resolution | "waiting" | "skipped" | "error"> {
+    const { attempt } = kept;
+    // A write still being sent is its writer's until it must be over (or its writer is dead).
+    if (kept.state === "sending" && kept.age < SENDING_MS) return "skipped";
+    const earlier = this.#resolved.get(attempt.request_id);
+    if (earlier !== undefined) return this.#settle(kept, earlier);
+    let claimed: boolean;
+    try {
+      claimed = await this.deps.orderCap.claim(kept, LEASE_MS);
+    } catch {
+      return "error";
+    }
+    if (!claimed) return "skipped";
+    let known: KeyState = await readKey(this.deps, attempt);
+    if (known.state === "not_found" && kept.age >= this.options.graceMs) {
+      known = await fenceKey(this.deps, attempt);
+    }
+    if (known.state === "unsupported" && !this.#saidUnsupported) {
+      this.#saidUnsupported = true;
+      opsLog.warn(
+        {},
+        "StoreLink lacks contract 1.1's order-request read or fence: writes of unknown outcome are resolved CREATED only when it can say so; the rest need a person (docs/storelink.md)",
+      );
+    }
+    if (known.state === "mismatch") {
+      opsLog.error(
+        { request_id: attempt.request_id, store_id: attempt.store_id },
+        "StoreLink holds an order for another SKU or quantity under this write's idempotency key: it needs a person",
+      );
+    }
+    const resolution: Resolution | undefined =
+      known.state === "created" ? "CREATED" : known.state === "fenced" ? "NOT_CREATED" : undefined;
+    if (resolution === undefined) return known.state === "unreachable" ? "error" : "waiting";
+    const orderId = known.state === "created" ? known.order.order_id : null;
+    await this.deps.recorder.audit(
+      resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]),
+    );
+    this.#resolved.set(attempt.request_id, resolution);
+    return this.#settle(kept, resolution);
+  }
+
+  /**
+   * Settles the slot and drops the attempt; if the book cannot be written, the next pass settles
+   * it without a second line.
+   */
+  async #settle(kept: KeptAttempt, resolution: Resolution): Promise<Resolution | "error"> {
+    try {
+      await this.deps.orderCap.resolve(kept, resolution);
+      return resolution;
+    } catch {
+      return "error";
+    }
+  }
+}
