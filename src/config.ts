@@ -255,6 +255,19 @@ export const VARIABLES = {
       "required in production unless `KORRAL_LIMITS=per-instance`: the limits store every replica shares; never logged",
     listedIn: ["README.md"],
   }),
+  KORRAL_RECONCILE_GRACE_MS: variable({
+    schema: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
+    to: ["reconcileGraceMs"],
+    doc: `How long after a write of unknown outcome the reconciler waits before it fences the key StoreLink has no record of (0 to 3600000): meanwhile the agent's own same-key retry may still place the order the buyer approved. An order StoreLink holds is resolved at once ([reconciliation](${WRITE_SAFETY}#reconciliation)).`,
+    cloudRun: "`60000`",
+  }),
+  KORRAL_RECONCILE_INTERVAL_MS: variable({
+    schema: z.coerce.number().int().min(1_000).max(3_600_000).default(30_000),
+    to: ["reconcileIntervalMs"],
+    doc: "How often each instance's reconciler looks for writes of unknown outcome (1000 to 3600000); it also runs at start and on `POST /internal/reconcile`.",
+    cloudRun: "`30000`",
+    cloudRunNote: "with a Cloud Scheduler job on `POST /internal/reconcile`: Cloud Run throttles an idle instance's CPU",
+  }),
   KORRAL_REDIS_TIMEOUT_MS: variable({
     schema: z.coerce.number().int().min(10).max(5_000).default(300),
     to: ["redisTimeoutMs"],

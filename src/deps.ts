@@ -1,5 +1,6 @@
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import { createKeyProvider, type KeyInjection, keyProviderFor } from "./keys/index.js";
+import { Reconciler } from "./lifecycle/reconcile.js";
 import { recoverInterruptedWrites } from "./lifecycle/recovery.js";
 import { connectSharedLimits, sharedLimitsFor } from "./limits/index.js";
 import type { Recorder } from "./logging/recorder.js";
@@ -53,14 +54,14 @@ export function composeDeps(
 const LIMITS_START_WAIT_MS = 5_000;
 
 /**
- * An entry's dependencies: logging set up, the writes a killed predecessor left audited, and the
- * key source started before serving (a Secret Manager without credentials fails start-up here,
- * not at the first call).
+ * An entry's dependencies: logging set up, the writes a killed predecessor left audited, the key
+ * source started before serving (a Secret Manager without credentials fails start-up here, not at
+ * the first call), and the reconciler running.
  */
 export async function startDeps(
   config: Config,
   transport: Transport,
-): Promise<{ deps: Deps; recorder: Recorder }> {
+): Promise<{ deps: Deps; recorder: Recorder; reconciler: Reconciler }> {
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
   // The first calls count on the fleet's store when it answers in time; reads never wait past it.
@@ -74,5 +75,12 @@ export async function startDeps(
     process.exit(2);
   });
   const keys = await createKeyProvider(config);
-  return { deps: composeDeps({ keys, recorder }, config), recorder };
+  const deps = composeDeps({ keys, recorder }, config);
+  const reconciler = new Reconciler(deps, {
+    graceMs: config.reconcileGraceMs,
+    intervalMs: config.reconcileIntervalMs,
+    logDir: config.logFiles ? config.logDir : undefined,
+  });
+  reconciler.start();
+  return { deps, recorder, reconciler };
 }

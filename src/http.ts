@@ -5,6 +5,7 @@ import { type Config, ConfigError, loadConfig, storelinkInUse } from "./config.j
 import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
 import type { AuthGate } from "./http/auth/gate.js";
+import type { ReconcileReport } from "./lifecycle/reconcile.js";
 import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
@@ -22,6 +23,7 @@ export function serve(
   config: Config,
   afterClose?: () => Promise<void>,
   auth?: AuthGate,
+  reconcile?: () => Promise<ReconcileReport>,
 ): HttpServer {
   const storelink = storelinkInUse(config);
   const shared = sharedLimitsFor(config);
@@ -32,6 +34,7 @@ export function serve(
     storelink,
     ...(shared ? { limits: shared.health } : {}),
     ...(auth ? { auth } : {}),
+    ...(reconcile ? { reconcile } : {}),
   });
   // Express 5 hands a listen error to this callback; without a check it crashed on a null address.
   const listener = app.listen(config.port, config.host, (error?: Error) => {
@@ -111,9 +114,11 @@ async function main(): Promise<void> {
   // Production's HTTP requirements (the shared state key, the limits store) are checked with the
   // rest: one refused start lists every missing or invalid variable.
   const config = loadConfig(process.env, "http");
-  const { deps, recorder } = await startDeps(config, "http");
+  const { deps, recorder, reconciler } = await startDeps(config, "http");
   warnOfEphemeralKey(config);
-  serve(deps, config, () => recorder.close(), await authGateFor(config, deps.recorder));
+  serve(deps, config, () => recorder.close(), await authGateFor(config, deps.recorder), () =>
+    reconciler.run(),
+  );
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

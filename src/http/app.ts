@@ -1,6 +1,7 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Express, type Request, type Response } from "express";
 import type { Config } from "../config.js";
+import type { ReconcileReport } from "../lifecycle/reconcile.js";
 import { type CallOrigin, unverifiedOrigin, verifiedOrigin } from "../logging/call-record.js";
 import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
@@ -56,6 +57,11 @@ export interface AppOptions {
   fastReads?: boolean;
   /** The resource server in front of POST /mcp (KORRAL_AUTH); unset: today's unverified caller. */
   auth?: AuthGate;
+  /**
+   * Runs a reconciler pass (`POST /internal/reconcile`, for a scheduler); unset: no such route.
+   * The caller is authenticated as /mcp's are, and the store policy says who may.
+   */
+  reconcile?: () => Promise<ReconcileReport>;
 }
 
 /**
@@ -155,6 +161,25 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   // deployment at a glance, and whether writes can be checked now: `limits` is "unavailable"
   // while the shared limits store cannot be used (every write is then refused). Still 200 then,
   // so Cloud Run keeps the instance: reads go on.
+  const reconcile = options.reconcile;
+  if (reconcile) {
+    app.post("/internal/reconcile", ...guards, ...authenticate, async (req, res) => {
+      const verified = auth?.verifiedOf(req);
+      const who = verified
+        ? { id: verified.principal, idpGroups: verified.groups }
+        : { id: unverified };
+      const decision = (await deps.policy.current()).mayReconcile(who);
+      if (decision.verdict === "shadow") opsLog.warn({ by: who.id }, decision.reason);
+      if (!decision.allowed) {
+        const status = decision.verdict === "unavailable" ? 503 : 403;
+        opsLog.warn({ by: who.id }, decision.reason);
+        endWithJson(res, status, { error: decision.verdict === "unavailable" ? "policy_unavailable" : "not_permitted" });
+        return;
+      }
+      endWithJson(res, 200, await reconcile());
+    });
+  }
+
   const health = {
     status: "ok",
     name: SERVER_NAME,

@@ -48,7 +48,12 @@ const grantSchema = z.strictObject({
   /** Absent or "*": every category. */
   categories: everyOr(z.string().regex(CATEGORY, "a category is 1 to 64 characters")).optional(),
 });
-const groupSchema = z.strictObject({ read: grantSchema.optional(), order: grantSchema.optional() });
+const groupSchema = z.strictObject({
+  read: grantSchema.optional(),
+  order: grantSchema.optional(),
+  /** May trigger the reconciler (`POST /internal/reconcile`), for every store: a scheduler. */
+  reconcile: z.literal(true, { error: "must be true (or absent)" }).optional(),
+});
 const groupList = z.array(z.string()).max(MAX_LIST);
 
 const policySchema = z
@@ -158,10 +163,12 @@ export interface StorePolicy {
     storeId: string,
     category?: string | typeof SOME_CATEGORY,
   ): Decision;
+  /** May `who` run the reconciler (a group with `"reconcile": true`)? */
+  mayReconcile(who: PolicySubject): Decision;
 }
 
 type Grant = { stores: ReadonlySet<string> | "*"; categories: ReadonlySet<string> | "*" };
-type Group = Partial<Record<PolicyAction, Grant>>;
+type Group = Partial<Record<PolicyAction, Grant>> & { reconcile?: true };
 
 const categoryKey = (category: string): string => category.trim().toLowerCase();
 
@@ -205,7 +212,7 @@ class LoadedPolicy implements StorePolicy {
     this.#groups = new Map(
       Object.entries(policy.groups).map(([name, g]) => [
         name,
-        { read: toGrant(g.read), order: toGrant(g.order) },
+        { read: toGrant(g.read), order: toGrant(g.order), reconcile: g.reconcile },
       ]),
     );
     // Every key passed canonicalPrincipalId in the schema's refinement.
@@ -218,17 +225,40 @@ class LoadedPolicy implements StorePolicy {
     this.#idpGroups = new Map(Object.entries(policy.idp_groups ?? {}));
   }
 
+  /** The principal's canonical id (if valid) and every group it has, named or through its IdP. */
+  #groupsOf(who: PolicySubject): { id: string | undefined; groups: string[] } {
+    const checked = canonicalPrincipalId(who.id);
+    const id = "id" in checked ? checked.id : undefined;
+    const named = id === undefined ? [] : (this.#principals.get(id) ?? []);
+    const viaIdp = (who.idpGroups ?? []).flatMap((claim) => this.#idpGroups.get(claim) ?? []);
+    return { id, groups: [...new Set([...named, ...viaIdp])] };
+  }
+
+  mayReconcile(who: PolicySubject): Decision {
+    const { id, groups } = this.#groupsOf(who);
+    const granting = groups.filter((name) => this.#groups.get(name)?.reconcile === true);
+    const subject = id ?? "a caller that is not a valid principal";
+    if (granting.length > 0) {
+      return {
+        verdict: "granted",
+        allowed: true,
+        groups: granting,
+        reason: `${subject} may run the reconciler (group ${granting.join(", ")})`,
+      };
+    }
+    const refusal = `${subject} may not run the reconciler: no group of theirs has "reconcile": true`;
+    return this.mode === "shadow"
+      ? { verdict: "shadow", allowed: true, reason: `shadow mode, not refused: ${refusal}` }
+      : { verdict: "refused", allowed: false, reason: refusal };
+  }
+
   may(
     who: PolicySubject,
     action: PolicyAction,
     storeId: string,
     category?: string | typeof SOME_CATEGORY,
   ): Decision {
-    const checked = canonicalPrincipalId(who.id);
-    const id = "id" in checked ? checked.id : undefined;
-    const named = id === undefined ? [] : (this.#principals.get(id) ?? []);
-    const viaIdp = (who.idpGroups ?? []).flatMap((claim) => this.#idpGroups.get(claim) ?? []);
-    const groups = [...new Set([...named, ...viaIdp])];
+    const { id, groups } = this.#groupsOf(who);
     const granting = isValidId(storeId)
       ? groups.filter((name) => {
           const grant = this.#groups.get(name)?.[action];
@@ -260,6 +290,7 @@ class LoadedPolicy implements StorePolicy {
 export const OPEN_POLICY: StorePolicy = {
   mode: "open",
   may: () => ({ verdict: "granted", allowed: true, groups: [], reason: "no store policy" }),
+  mayReconcile: () => ({ verdict: "granted", allowed: true, groups: [], reason: "no store policy" }),
 };
 
 /** The policy in force when none could be read: every decision fails closed. */
@@ -268,6 +299,7 @@ export function unavailablePolicy(problem: string): StorePolicy {
   return {
     mode: "unavailable",
     may: () => ({ verdict: "unavailable", allowed: false, reason }),
+    mayReconcile: () => ({ verdict: "unavailable", allowed: false, reason }),
   };
 }
 
@@ -280,6 +312,7 @@ const FIELDS = new Set([
   "idp_groups",
   "read",
   "order",
+  "reconcile",
   "stores",
   "categories",
 ]);
