@@ -7,7 +7,7 @@ import { ConfigError, parseEnv } from "./config.js";
 import { ApiKey } from "./keys/api-key.js";
 import { isStoreLinkError, type StoreLinkErrorKind } from "./storelink/client.js";
 import { STORELINK_KEY_HEADER } from "./storelink/http.js";
-import { InvalidIdError } from "./storelink/ids.js";
+import { InvalidIdError, isValidIdempotencyKey } from "./storelink/ids.js";
 import { InMemoryStoreLink } from "./storelink/memory.js";
 
 /**
@@ -24,6 +24,13 @@ export interface EmulatorFaults {
   stallAfterOrders?: number;
   /** Answer the next order POSTs with these statuses and error codes BEFORE acting (an outage). */
   refuseOrders?: { status: number; code: string }[];
+  /** Drop the next N order POSTs unapplied (socket destroyed): they never reached StoreLink. */
+  dropOrders?: number;
+  /**
+   * For the next `count` order POSTs, drop the socket at once and apply the create `afterMs`
+   * later: a delayed copy arriving late (a key fenced meanwhile creates nothing).
+   */
+  lateOrders?: { count: number; afterMs: number };
 }
 
 export interface EmulatorOptions {
@@ -38,8 +45,13 @@ const STATUS: Record<StoreLinkErrorKind, number> = {
   order_not_found: 404,
   not_ranged: 422,
   idempotency_conflict: 409,
+  idempotency_key_fenced: 409,
+  order_request_not_found: 404,
+  order_request_in_progress: 409,
   unavailable: 503,
   outcome_unknown: 500,
+  // A client's conclusion about a StoreLink before contract 1.1; never thrown by InMemoryStoreLink.
+  unsupported: 500,
 };
 
 const orderBody = z.strictObject({
@@ -47,7 +59,7 @@ const orderBody = z.strictObject({
   quantity: z.number().int().min(1),
   reason: z.string().min(1).max(4000),
 });
-const idempotencyKey = z.string().min(1).max(200);
+const idempotencyKey = z.string().refine(isValidIdempotencyKey);
 
 const sendError = (res: Response, status: number, code: string, message: string): void => {
   if (res.headersSent) return;
@@ -65,17 +77,35 @@ const emulatorEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8090),
   HOST: z.string().min(1).default("127.0.0.1"),
   STORELINK_EMULATOR_CUT_AFTER_ORDERS: z.coerce.number().int().min(0).default(0),
+  STORELINK_EMULATOR_DROP_ORDERS: z.coerce.number().int().min(0).default(0),
+  /** `count:afterMs`, e.g. `1:500`. */
+  STORELINK_EMULATOR_LATE_ORDERS: z
+    .string()
+    .regex(/^\d{1,6}:\d{1,7}$/, "must be count:afterMs, e.g. 1:500")
+    .transform((value) => {
+      const [count, afterMs] = value.split(":").map(Number);
+      return { count: count ?? 0, afterMs: afterMs ?? 0 };
+    })
+    .optional(),
 });
 
 export interface EmulatorConfig {
   port: number;
   host: string;
   cutAfterOrders: number;
+  dropOrders: number;
+  lateOrders?: { count: number; afterMs: number };
 }
 
 export function loadEmulatorConfig(env: NodeJS.ProcessEnv = process.env): EmulatorConfig {
   const c = parseEnv(emulatorEnv, env, "emulator configuration");
-  return { port: c.PORT, host: c.HOST, cutAfterOrders: c.STORELINK_EMULATOR_CUT_AFTER_ORDERS };
+  return {
+    port: c.PORT,
+    host: c.HOST,
+    cutAfterOrders: c.STORELINK_EMULATOR_CUT_AFTER_ORDERS,
+    dropOrders: c.STORELINK_EMULATOR_DROP_ORDERS,
+    ...(c.STORELINK_EMULATOR_LATE_ORDERS ? { lateOrders: c.STORELINK_EMULATOR_LATE_ORDERS } : {}),
+  };
 }
 
 type Handler = (req: Request, res: Response) => Promise<void>;
@@ -155,14 +185,31 @@ export function createEmulatorApp(options: EmulatorOptions = {}): Express {
         sendError(res, 400, "invalid_request", "Body must be {sku, quantity, reason}.");
         return;
       }
-      const created = await storelink.createOrder(
-        {
-          store_id: param(req, "storeId"),
-          ...body.data,
-          ...(key?.success ? { idempotency_key: key.data } : {}),
-        },
-        keyOf(req),
-      );
+      const request = {
+        store_id: param(req, "storeId"),
+        ...body.data,
+        ...(key?.success ? { idempotency_key: key.data } : {}),
+      };
+      if ((faults.dropOrders ?? 0) > 0) {
+        // Lost on the way: nothing is applied, and the caller hears nothing.
+        faults.dropOrders = (faults.dropOrders ?? 0) - 1;
+        req.socket.destroy();
+        return;
+      }
+      const late = faults.lateOrders;
+      if (late !== undefined && late.count > 0) {
+        // The caller loses the connection now; a copy of the request arrives afterMs later.
+        late.count -= 1;
+        req.socket.destroy();
+        const storeKey = keyOf(req);
+        setTimeout(() => {
+          storelink.createOrder(request, storeKey).catch(() => {
+            // Refused when it lands (a fenced key, a bad key): nothing was created.
+          });
+        }, late.afterMs).unref();
+        return;
+      }
+      const created = await storelink.createOrder(request, keyOf(req));
       if (faults.cutAfterOrders > 0) {
         // The order is applied; the caller never hears so. This is the uncertain write.
         faults.cutAfterOrders -= 1;
@@ -182,6 +229,32 @@ export function createEmulatorApp(options: EmulatorOptions = {}): Express {
     "/v1/stores/:storeId/orders/:orderId",
     route(async (req, res) => {
       res.json(await storelink.getOrder(param(req, "storeId"), param(req, "orderId"), keyOf(req)));
+    }),
+  );
+
+  app.get(
+    "/v1/stores/:storeId/order-requests/:idempotencyKey",
+    route(async (req, res) => {
+      res.json(
+        await storelink.getOrderRequest(
+          param(req, "storeId"),
+          param(req, "idempotencyKey"),
+          keyOf(req),
+        ),
+      );
+    }),
+  );
+
+  app.post(
+    "/v1/stores/:storeId/order-requests/:idempotencyKey/fence",
+    route(async (req, res) => {
+      res.json(
+        await storelink.fenceOrderRequest(
+          param(req, "storeId"),
+          param(req, "idempotencyKey"),
+          keyOf(req),
+        ),
+      );
     }),
   );
 
@@ -247,7 +320,11 @@ async function main(): Promise<void> {
   const emulator = await startEmulator({
     port: config.port,
     host: config.host,
-    faults: { cutAfterOrders: config.cutAfterOrders },
+    faults: {
+      cutAfterOrders: config.cutAfterOrders,
+      dropOrders: config.dropOrders,
+      ...(config.lateOrders ? { lateOrders: config.lateOrders } : {}),
+    },
   });
   // One plain line on stderr, stable for tests to parse: PORT=0 is discovered from it.
   console.error(`storelink-emulator listening on ${emulator.url}`);

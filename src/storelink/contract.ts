@@ -1,7 +1,9 @@
 import {
   type CreatedOrder,
+  type FenceResult,
   type Order,
   type OrderRequest,
+  type OrderRequestRecord,
   type OrderStatus,
   type Sku,
   type StockReading,
@@ -179,6 +181,59 @@ export function checkedOrder(order: Order, storeId: string, orderId: string): Or
   const record = orderRecordOf(order, storeId, orderId);
   if (record === undefined) throw offContractRead(`store ${storeId}`);
   return record;
+}
+
+/**
+ * An order StoreLink names by itself (an order request's or a fence's), or undefined if off the
+ * contract: its id `RPL-<the store asked for>-<seq>`, then the checks of a status read.
+ */
+const namedOrderOf = (order: Order | undefined, storeId: string): Order | undefined =>
+  order !== undefined && isOrderIdOf(storeId, order.order_id)
+    ? orderRecordOf(order, storeId, order.order_id)
+    : undefined;
+
+/** An order request's answer, the caller having scrubbed it of the key it sent. */
+export interface OrderRequestAnswer {
+  idempotency_key: string;
+  state: string;
+  order?: Order | undefined;
+}
+
+/**
+ * The record of the key asked for at the store asked for, or offContractRead: the key echoed
+ * must be the one asked, the state one of the contract's, and `order` present exactly when the
+ * state is `created`, on its shape for this store (its reason the one free text, scrubbed).
+ */
+export function checkedOrderRequest(
+  answer: OrderRequestAnswer,
+  storeId: string,
+  idempotencyKey: string,
+): OrderRequestRecord {
+  const off = offContractRead(`store ${storeId}`);
+  if (answer.idempotency_key !== idempotencyKey) throw off;
+  if (answer.state === "in_progress" || answer.state === "fenced") {
+    if (answer.order !== undefined) throw off;
+    return { idempotency_key: idempotencyKey, state: answer.state };
+  }
+  const order = answer.state === "created" ? namedOrderOf(answer.order, storeId) : undefined;
+  if (order === undefined) throw off;
+  return { idempotency_key: idempotencyKey, state: "created", order };
+}
+
+/**
+ * A fence's answer, or offContractRead: `fenced` without an order, or `created` with the order
+ * on its shape for this store. (A fence decides nothing it could not decide again: it is asked
+ * again later, so an answer off the contract is simply unavailable.)
+ */
+export function checkedFence(
+  answer: Omit<OrderRequestAnswer, "idempotency_key">,
+  storeId: string,
+): FenceResult {
+  const off = offContractRead(`store ${storeId}`);
+  if (answer.state === "fenced" && answer.order === undefined) return { state: "fenced" };
+  const order = answer.state === "created" ? namedOrderOf(answer.order, storeId) : undefined;
+  if (order === undefined) throw off;
+  return { state: "created", order };
 }
 
 /** stockReadingOf, throwing offContractRead. */

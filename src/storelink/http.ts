@@ -4,8 +4,10 @@ import { UnusableKeyError } from "../keys/provider.js";
 import { opsLog } from "../logging/ops.js";
 import {
   type CreatedOrder,
+  type FenceResult,
   type Order,
   type OrderRequest,
+  type OrderRequestRecord,
   type Sku,
   type StockReading,
   type Store,
@@ -13,8 +15,14 @@ import {
   StoreLinkError,
   type StoreLinkErrorKind,
 } from "./client.js";
-import { checkedCreate, checkedOrder, checkedStock } from "./contract.js";
-import { checkId } from "./ids.js";
+import {
+  checkedCreate,
+  checkedFence,
+  checkedOrder,
+  checkedOrderRequest,
+  checkedStock,
+} from "./contract.js";
+import { checkId, checkIdempotencyKey } from "./ids.js";
 
 export const STORELINK_KEY_HEADER = "X-StoreLink-Key";
 
@@ -56,6 +64,13 @@ const orderSchema = z.object({
   status: z.enum(["submitted", "picking", "dispatched", "delivered"]),
   created_at: z.string(),
 });
+// Contract 1.1's order-request answers: their fields are checked by contract.ts before use.
+const orderRequestSchema = z.object({
+  idempotency_key: z.string(),
+  state: z.string(),
+  order: orderSchema.optional(),
+});
+const fenceSchema = orderRequestSchema.omit({ idempotency_key: true });
 // Only `code` is read from an error body: `message` is free text, and no text StoreLink sends
 // ever goes into an error message or a log line (a StoreLink can echo the key it received).
 const errorSchema = z.object({ error: z.object({ code: z.string() }) });
@@ -69,6 +84,9 @@ const CONTRACT_CODES = new Set([
   "order_not_found",
   "not_ranged",
   "idempotency_conflict",
+  "idempotency_key_fenced",
+  "order_request_not_found",
+  "order_request_in_progress",
   "unavailable",
   "not_found",
   "internal",
@@ -88,7 +106,7 @@ const WRITE_REFUSALS: Readonly<Record<number, readonly string[]>> = {
   400: ["invalid_request"],
   401: ["unauthorized"],
   404: ["unknown_store", "unknown_sku"],
-  409: ["idempotency_conflict"],
+  409: ["idempotency_conflict", "idempotency_key_fenced"],
   422: ["not_ranged"],
   503: ["unavailable"],
 };
@@ -101,6 +119,9 @@ const DOMAIN_CODES = new Set<StoreLinkErrorKind>([
   "not_ranged",
   "order_not_found",
   "idempotency_conflict",
+  "idempotency_key_fenced",
+  "order_request_not_found",
+  "order_request_in_progress",
 ]);
 
 /**
@@ -144,7 +165,10 @@ function sayConnectionFailure(said: Set<string>, failure: Failure): void {
   );
 }
 
-/** Which kind of call: a write that fails after sending is uncertain, a read is just unavailable. */
+/**
+ * Which kind of call: a write that fails after sending is uncertain, a read is just unavailable.
+ * A fence is a read here: it never creates an order, and asking it again is harmless.
+ */
 type Mode = "read" | "write";
 
 class Failure {
@@ -227,8 +251,43 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     return checkedOrder(order, storeId, orderId);
   }
 
+  /** Contract 1.1; a StoreLink without the route is `unsupported`. */
+  async getOrderRequest(
+    storeId: string,
+    idempotencyKey: string,
+    key: ApiKey,
+  ): Promise<OrderRequestRecord> {
+    const answer = await this.#read(
+      `/v1/stores/${seg(storeId)}/order-requests/${keySeg(idempotencyKey)}`,
+      key,
+      orderRequestSchema,
+      { storeId, orderRequest: true },
+    );
+    return checkedOrderRequest(answer, storeId, idempotencyKey);
+  }
+
+  /**
+   * Contract 1.1. It writes a fenced record but never creates an order: a failure of any kind is
+   * `unavailable` (nothing decided as far as this caller knows; fencing again is harmless).
+   */
+  async fenceOrderRequest(
+    storeId: string,
+    idempotencyKey: string,
+    key: ApiKey,
+  ): Promise<FenceResult> {
+    const answer = await this.#read(
+      `/v1/stores/${seg(storeId)}/order-requests/${keySeg(idempotencyKey)}/fence`,
+      key,
+      fenceSchema,
+      { storeId, orderRequest: true },
+      "POST",
+    );
+    return checkedFence(answer, storeId);
+  }
+
   async createOrder(request: OrderRequest, key: ApiKey): Promise<CreatedOrder> {
     checkId(request.sku); // In the body, not the route, but the rule is the same as in-memory.
+    if (request.idempotency_key !== undefined) checkIdempotencyKey(request.idempotency_key);
     const ids = { storeId: request.store_id, sku: request.sku };
     const headers: Record<string, string> = {
       "content-type": "application/json",
@@ -259,10 +318,11 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     key: ApiKey | undefined,
     schema: z.ZodType<T>,
     ids: Ids,
+    method: "GET" | "POST" = "GET",
   ): Promise<T> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (key) headers[STORELINK_KEY_HEADER] = keyHeader(key, ids);
-    const response = await this.#send(`${this.#base}${path}`, { headers }, "read", ids);
+    const response = await this.#send(`${this.#base}${path}`, { method, headers }, "read", ids);
     if (response.status !== 200) throw await this.#errorFrom(response, "read", ids);
     // The key sent is taken out of the answer (in every form) before any field is checked.
     const answer = await this.#parse(response, schema, "read", ids);
@@ -325,6 +385,10 @@ export class HttpStoreLinkClient implements StoreLinkClient {
         ids,
       );
     }
+    // The order-request routes are contract 1.1: a StoreLink before it has no such route.
+    if (ids.orderRequest === true && isMissingRoute(status, code)) {
+      return new StoreLinkError("unsupported", messageFor("unsupported", ids));
+    }
     if (code !== undefined && DOMAIN_CODES.has(code as StoreLinkErrorKind)) {
       const kind = code as StoreLinkErrorKind;
       return new StoreLinkError(kind, messageFor(kind, ids));
@@ -384,7 +448,17 @@ interface Ids {
   sku?: string;
   orderId?: string;
   subject?: string;
+  /** A contract 1.1 order-request route (read or fence). */
+  orderRequest?: boolean;
 }
+
+/**
+ * A route StoreLink does not have: its 404 `not_found`, or a 404, 405 or 501 that carries no code
+ * of the contract (a server or proxy in front of a StoreLink before 1.1).
+ */
+const isMissingRoute = (status: number, code: string | undefined): boolean =>
+  (status === 404 && code === "not_found") ||
+  ([404, 405, 501].includes(status) && (code === undefined || code === UNRECOGNISED));
 
 /**
  * Path segments are ids from the model. Encoding alone is not enough: encodeURIComponent leaves
@@ -393,6 +467,9 @@ interface Ids {
  * methods calling it are async, so the refusal is a rejected promise, never a synchronous throw.
  */
 const seg = (value: string): string => encodeURIComponent(checkId(value));
+
+/** An idempotency key as a path segment, by the same reasoning (its rule excludes `.` and `..`). */
+const keySeg = (value: string): string => encodeURIComponent(checkIdempotencyKey(value));
 
 /**
  * Free text for a query string. encodeURIComponent throws on a lone surrogate, which would turn
@@ -421,6 +498,14 @@ function messageFor(kind: StoreLinkErrorKind, ids: Ids): string {
       return `StoreLink rejected the key for store ${ids.storeId}.`;
     case "idempotency_conflict":
       return "This idempotency key was already used for a different order.";
+    case "idempotency_key_fenced":
+      return "This idempotency key was fenced: it never created an order and never can; place the order with a new key.";
+    case "order_request_not_found":
+      return `No order request with this idempotency key at store ${ids.storeId}.`;
+    case "order_request_in_progress":
+      return `A create with this idempotency key is running at store ${ids.storeId}; ask again shortly.`;
+    case "unsupported":
+      return `StoreLink for store ${ids.storeId} does not support order requests (contract 1.1).`;
     default:
       return `StoreLink failed (${kind}).`;
   }

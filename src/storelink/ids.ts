@@ -26,15 +26,43 @@ export const isValidId = (value: string): boolean =>
  */
 export class InvalidIdError extends Error {
   override readonly name = "InvalidIdError";
-  constructor() {
-    super(
-      `Refused an id that could change the StoreLink route: store_id, sku and order_id must be at most ${ID_MAX_LENGTH} characters of ${ID_RULE}. Nothing was sent to StoreLink.`,
-    );
+  constructor(
+    message = `Refused an id that could change the StoreLink route: store_id, sku and order_id must be at most ${ID_MAX_LENGTH} characters of ${ID_RULE}. Nothing was sent to StoreLink.`,
+  ) {
+    super(message);
   }
 }
 
 /** Returns `value` if it satisfies the id rule; throws InvalidIdError otherwise. */
 export function checkId(value: string): string {
   if (typeof value !== "string" || !isValidId(value)) throw new InvalidIdError();
+  return value;
+}
+
+/**
+ * The one rule for an idempotency key (the tool schema's alphabet, the contract's 200 characters):
+ * both StoreLink clients check it before a create sends the key and before a read or fence puts
+ * it in the route (/order-requests/{key}), where `.` and `..` would be dot segments.
+ */
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:-]{1,200}$/;
+
+export const isValidIdempotencyKey = (value: string): boolean =>
+  typeof value === "string" &&
+  IDEMPOTENCY_KEY_PATTERN.test(value) &&
+  value !== "." &&
+  value !== "..";
+
+/** An idempotency key refused before anything was sent; like InvalidIdError, never quoted. */
+export class InvalidIdempotencyKeyError extends InvalidIdError {
+  constructor() {
+    super(
+      "Refused an idempotency_key outside the rule: 1 to 200 characters of letters, digits and . _ : - (not . or ..). Nothing was sent to StoreLink.",
+    );
+  }
+}
+
+/** Returns `value` if it satisfies the idempotency-key rule; throws InvalidIdempotencyKeyError. */
+export function checkIdempotencyKey(value: string): string {
+  if (!isValidIdempotencyKey(value)) throw new InvalidIdempotencyKeyError();
   return value;
 }

@@ -3,7 +3,7 @@ import { ApiKey } from "../../src/keys/api-key.js";
 import { type StoreLinkClient, StoreLinkError } from "../../src/storelink/client.js";
 import { HttpStoreLinkClient } from "../../src/storelink/http.js";
 import { InvalidIdError } from "../../src/storelink/ids.js";
-import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { InMemoryStoreLink, type InMemoryStoreLinkOptions } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { startEmulator } from "../../src/storelink-emulator.js";
 
@@ -21,13 +21,14 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 
-type Factory = () => Promise<StoreLinkClient>;
+/** A client over a fresh seeded StoreLink made with `options`. */
+type Factory = (options?: InMemoryStoreLinkOptions) => Promise<StoreLinkClient>;
 const factories: [string, Factory][] = [
-  ["in-memory", async () => new InMemoryStoreLink()],
+  ["in-memory", async (options) => new InMemoryStoreLink(options)],
   [
     "http→emulator",
-    async () => {
-      const emulator = await startEmulator({ storelink: new InMemoryStoreLink() });
+    async (options) => {
+      const emulator = await startEmulator({ storelink: new InMemoryStoreLink(options) });
       cleanups.push(() => emulator.close());
       return new HttpStoreLinkClient({ baseUrl: emulator.url, timeoutMs: 5_000 });
     },
@@ -179,6 +180,178 @@ describe.each(factories)("StoreLink contract: %s", (_name, make) => {
   });
 });
 
+describe.each(factories)("StoreLink contract 1.1, order requests: %s", (_name, make) => {
+  const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: REASON };
+  /** The id the next new order at store 47 gets: proves what was (not) created before it. */
+  const nextOrderId = async (client: StoreLinkClient): Promise<string> =>
+    (await client.createOrder({ ...ORDER, quantity: 99 }, key("47"))).order.order_id;
+
+  it("reads a key's record: created with its order; none is order_request_not_found", async () => {
+    const client = await make();
+    const created = await client.createOrder({ ...ORDER, idempotency_key: "req-1" }, key("47"));
+    expect(await client.getOrderRequest("47", "req-1", key("47"))).toEqual({
+      idempotency_key: "req-1",
+      state: "created",
+      order: created.order,
+    });
+    expect(await kindOf(client.getOrderRequest("47", "req-2", key("47")))).toBe(
+      "order_request_not_found",
+    );
+    // Keys are scoped to the store: another store has no record of it, and the key is checked.
+    expect(await kindOf(client.getOrderRequest("102", "req-1", key("102")))).toBe(
+      "order_request_not_found",
+    );
+    expect(await kindOf(client.getOrderRequest("102", "req-1", key("47")))).toBe("unauthorized");
+    // Store, then key, then the record.
+    expect(await kindOf(client.getOrderRequest("999", "req-1", WRONG))).toBe("unknown_store");
+    expect(await kindOf(client.getOrderRequest("47", "req-2", WRONG))).toBe("unauthorized");
+    expect(await kindOf(client.fenceOrderRequest("999", "req-1", WRONG))).toBe("unknown_store");
+    expect(await kindOf(client.fenceOrderRequest("47", "req-2", WRONG))).toBe("unauthorized");
+    // A key outside the shared rule never reaches a route.
+    for (const bad of [".", "..", "a/b", "a b", "x".repeat(201)]) {
+      await expect(client.getOrderRequest("47", bad, key("47"))).rejects.toBeInstanceOf(
+        InvalidIdError,
+      );
+      await expect(client.fenceOrderRequest("47", bad, key("47"))).rejects.toBeInstanceOf(
+        InvalidIdError,
+      );
+    }
+  });
+
+  it("fences an unused key: a later create with it is idempotency_key_fenced and creates nothing", async () => {
+    const client = await make();
+    expect(await client.fenceOrderRequest("47", "req-f", key("47"))).toEqual({ state: "fenced" });
+    expect(await client.getOrderRequest("47", "req-f", key("47"))).toEqual({
+      idempotency_key: "req-f",
+      state: "fenced",
+    });
+    expect(
+      await kindOf(client.createOrder({ ...ORDER, idempotency_key: "req-f" }, key("47"))),
+    ).toBe("idempotency_key_fenced");
+    // Fencing is idempotent, and the fence is per store: store 102 may still use the key.
+    expect(await client.fenceOrderRequest("47", "req-f", key("47"))).toEqual({ state: "fenced" });
+    const elsewhere = await client.createOrder(
+      { ...ORDER, store_id: "102", idempotency_key: "req-f" },
+      key("102"),
+    );
+    expect(elsewhere.order.order_id).toBe("RPL-102-001");
+    expect(await nextOrderId(client)).toBe("RPL-47-001");
+  });
+
+  it("a fence never cancels: a key that created answers created with its order", async () => {
+    const client = await make();
+    const created = await client.createOrder({ ...ORDER, idempotency_key: "req-c" }, key("47"));
+    const fenced = await client.fenceOrderRequest("47", "req-c", key("47"));
+    expect(fenced).toEqual({ state: "created", order: created.order });
+    // The key still replays its order; the record is unchanged.
+    expect(await client.createOrder({ ...ORDER, idempotency_key: "req-c" }, key("47"))).toEqual({
+      order: created.order,
+      replayed: true,
+    });
+    expect(await client.getOrderRequest("47", "req-c", key("47"))).toMatchObject({
+      state: "created",
+    });
+  });
+
+  it("a create in progress: read in_progress, a fence is order_request_in_progress, then created", async () => {
+    const client = await make({ inProgressMs: 1_500 });
+    const creating = client.createOrder({ ...ORDER, idempotency_key: "req-p" }, key("47"));
+    // The create reaches StoreLink (over HTTP, its POST lands some time after it was sent).
+    let record = await client.getOrderRequest("47", "req-p", key("47")).catch(() => undefined);
+    while (record === undefined) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      record = await client.getOrderRequest("47", "req-p", key("47")).catch(() => undefined);
+    }
+    expect(record).toEqual({ idempotency_key: "req-p", state: "in_progress" });
+    expect(await kindOf(client.fenceOrderRequest("47", "req-p", key("47")))).toBe(
+      "order_request_in_progress",
+    );
+    // A retry with the same key and body waits for it and answers its order; another body conflicts.
+    const retry = client.createOrder({ ...ORDER, idempotency_key: "req-p" }, key("47"));
+    expect(
+      await kindOf(
+        client.createOrder({ ...ORDER, quantity: 1, idempotency_key: "req-p" }, key("47")),
+      ),
+    ).toBe("idempotency_conflict");
+    const created = await creating;
+    expect(created.replayed).toBe(false);
+    expect(await retry).toEqual({ order: created.order, replayed: true });
+    expect(await client.getOrderRequest("47", "req-p", key("47"))).toEqual({
+      idempotency_key: "req-p",
+      state: "created",
+      order: created.order,
+    });
+    expect(await client.fenceOrderRequest("47", "req-p", key("47"))).toEqual({
+      state: "created",
+      order: created.order,
+    });
+    expect(await nextOrderId(client)).toBe("RPL-47-002");
+  });
+
+  it("a fence and a create with one key, concurrently: exactly one wins and the other sees it", async () => {
+    const client = await make();
+    let won = 0;
+    for (let i = 0; i < 6; i++) {
+      const k = `race-${i}`;
+      const [create, fence] = await Promise.allSettled([
+        client.createOrder({ ...ORDER, idempotency_key: k }, key("47")),
+        client.fenceOrderRequest("47", k, key("47")),
+      ]);
+      if (fence.status !== "fulfilled") throw fence.reason;
+      if (create.status === "fulfilled") {
+        expect(create.value.replayed).toBe(false);
+        expect(fence.value).toEqual({ state: "created", order: create.value.order });
+        won += 1;
+      } else {
+        expect(create.reason).toMatchObject({ kind: "idempotency_key_fenced" });
+        expect(fence.value).toEqual({ state: "fenced" });
+        expect(await client.getOrderRequest("47", k, key("47"))).toMatchObject({ state: "fenced" });
+      }
+    }
+    // Only the creates that won made an order: the next one is numbered after them.
+    expect(await nextOrderId(client)).toBe(`RPL-47-${String(won + 1).padStart(3, "0")}`);
+  });
+});
+
+describe("in-memory only: a key this server made folds like a key-less order", () => {
+  const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: REASON };
+
+  it("replays an identical order within the window and records the key as created", async () => {
+    const client = new InMemoryStoreLink();
+    const first = await client.createOrder(ORDER, key("47"));
+    const made = { ...ORDER, idempotency_key: "mcp-confirm-1", key_made_by_server: true };
+    expect(await client.createOrder(made, key("47"))).toEqual({
+      order: first.order,
+      replayed: true,
+    });
+    expect(await client.getOrderRequest("47", "mcp-confirm-1", key("47"))).toEqual({
+      idempotency_key: "mcp-confirm-1",
+      state: "created",
+      order: first.order,
+    });
+    // Passing the key back (without the flag) replays it too.
+    expect(
+      await client.createOrder({ ...ORDER, idempotency_key: "mcp-confirm-1" }, key("47")),
+    ).toEqual({ order: first.order, replayed: true });
+    // An agent's own key does not fold: the key decides.
+    const agents = await client.createOrder({ ...ORDER, idempotency_key: "agent-1" }, key("47"));
+    expect(agents).toMatchObject({ order: { order_id: "RPL-47-002" }, replayed: false });
+  });
+
+  it("outside the window, or with the window off, a key this server made is a new order", async () => {
+    let now = Date.parse("2026-12-01T08:00:00Z");
+    const client = new InMemoryStoreLink({ now: () => new Date(now), dedupeWindowMs: 60_000 });
+    await client.createOrder(ORDER, key("47"));
+    now += 60_000;
+    const late = { ...ORDER, idempotency_key: "mcp-confirm-2", key_made_by_server: true };
+    expect((await client.createOrder(late, key("47"))).order.order_id).toBe("RPL-47-002");
+    const off = new InMemoryStoreLink({ dedupeWindowMs: 0 });
+    await off.createOrder(ORDER, key("47"));
+    const made = { ...ORDER, idempotency_key: "mcp-confirm-3", key_made_by_server: true };
+    expect((await off.createOrder(made, key("47"))).order.order_id).toBe("RPL-47-002");
+  });
+});
+
 describe("both clients give identical results for one script", () => {
   /** Runs a fixed script and records every outcome, with timestamps blanked. */
   async function transcript(client: StoreLinkClient): Promise<unknown[]> {
@@ -213,6 +386,15 @@ describe("both clients give identical results for one script", () => {
     await record(client.createOrder({ ...order, store_id: "111", sku: "6620174" }, key("111")));
     await record(client.getOrder("47", "RPL-47-002", key("47")));
     await record(client.getOrder("63", "RPL-47-002", key("63")));
+    await record(client.getOrderRequest("47", "k1", key("47")));
+    await record(client.getOrderRequest("47", "k2", key("47")));
+    await record(client.getOrderRequest("63", "k1", key("47")));
+    await record(client.fenceOrderRequest("47", "k1", key("47")));
+    await record(client.fenceOrderRequest("47", "k2", key("47")));
+    await record(client.fenceOrderRequest("47", "k2", key("47")));
+    await record(client.getOrderRequest("47", "k2", key("47")));
+    await record(client.createOrder({ ...order, idempotency_key: "k2" }, key("47")));
+    await record(client.createOrder({ ...order, idempotency_key: "k3", quantity: 2 }, key("47")));
     return out;
   }
 

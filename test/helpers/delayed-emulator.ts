@@ -1,6 +1,7 @@
 import type { ApiKey } from "../../src/keys/api-key.js";
 import type { CreatedOrder, OrderRequest } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import type { EmulatorFaults } from "../../src/storelink-emulator.js";
 import { startRecordingStoreLink } from "./recording-storelink.js";
 
 /**
@@ -40,17 +41,20 @@ export class DelayedOrders extends InMemoryStoreLink {
  * The StoreLink emulator (the real HTTP app) in this process over `DelayedOrders`, for spawned
  * MCP processes with STORELINK_URL set to `baseUrl`.
  */
-export async function startDelayedEmulator(
-  delay: number | "held",
-): Promise<{ storelink: DelayedOrders; baseUrl: string; close(): Promise<void> }> {
+export async function startDelayedEmulator(delay: number | "held"): Promise<{
+  storelink: DelayedOrders;
+  baseUrl: string;
+  faults: EmulatorFaults;
+  close(): Promise<void>;
+}> {
   const storelink = new DelayedOrders(delay);
-  const { url, close } = await startRecordingStoreLink(storelink);
+  const { url, faults, close } = await startRecordingStoreLink(storelink);
   // A create still held when the test ends is let go, so the emulator can close.
   const closeAll = (): Promise<void> => {
     storelink.release();
     return close();
   };
-  return { storelink, baseUrl: url, close: closeAll };
+  return { storelink, baseUrl: url, faults, close: closeAll };
 }
 
 /** Polls `check` every 10 ms until it holds, or fails after `timeoutMs`. */

@@ -1,5 +1,6 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
+import type { EmulatorFaults } from "../../src/storelink-emulator.js";
 import { type Child, startMcpHttpProcess, tempWorkspace } from "../e2e/processes.js";
 import { type DelayedOrders, startDelayedEmulator } from "./delayed-emulator.js";
 import { MCP_HEADERS, toolCall } from "./rpc.js";
@@ -14,6 +15,8 @@ export interface Fleet {
   replicas: Child[];
   storelink: DelayedOrders;
   storelinkUrl: string;
+  /** The emulator's faults (dropOrders, lateOrders, ...), live: set one when a test needs it. */
+  faults: EmulatorFaults;
   logDir: string;
   /** The environment every replica gets. */
   env: Record<string, string>;
@@ -51,6 +54,7 @@ export async function startFleet(
     replicas,
     storelink: emulator.storelink,
     storelinkUrl: emulator.baseUrl,
+    faults: emulator.faults,
     logDir: ws.logDir,
     env: fleetEnv,
     start,

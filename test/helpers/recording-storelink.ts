@@ -1,6 +1,6 @@
 import express from "express";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import { createEmulatorApp } from "../../src/storelink-emulator.js";
+import { createEmulatorApp, type EmulatorFaults } from "../../src/storelink-emulator.js";
 import { listen } from "./listen.js";
 
 /** One request as it reached StoreLink over HTTP: method and request-target, exactly as sent. */
@@ -14,6 +14,8 @@ export interface RecordingStoreLink {
   /** Base URL for HttpStoreLinkClient. */
   url: string;
   requests: RecordedRequest[];
+  /** The emulator's faults, live: a test sets one when it needs it. */
+  faults: EmulatorFaults;
   close(): Promise<void>;
 }
 
@@ -23,6 +25,7 @@ export interface RecordingStoreLink {
  */
 export async function startRecordingStoreLink(
   storelink = new InMemoryStoreLink(),
+  faults: EmulatorFaults = { cutAfterOrders: 0 },
 ): Promise<RecordingStoreLink> {
   const requests: RecordedRequest[] = [];
   const app = express();
@@ -30,11 +33,12 @@ export async function startRecordingStoreLink(
     requests.push({ method: req.method, target: req.originalUrl });
     next();
   });
-  app.use(createEmulatorApp({ storelink }));
+  app.use(createEmulatorApp({ storelink, faults }));
   const listening = await listen(app);
   return {
     url: listening.url.replace(/\/mcp$/, ""),
     requests,
+    faults,
     close: () => listening.close(),
   };
 }

@@ -1,8 +1,10 @@
 import type { ApiKey } from "../../src/keys/api-key.js";
 import {
   type CreatedOrder,
+  type FenceResult,
   type Order,
   type OrderRequest,
+  type OrderRequestRecord,
   type Sku,
   type StockReading,
   type Store,
@@ -125,5 +127,23 @@ export class ScriptedStoreLink implements StoreLinkClient {
       storeId,
       key,
     });
+  }
+  getOrderRequest(
+    storeId: string,
+    idempotencyKey: string,
+    key: ApiKey,
+  ): Promise<OrderRequestRecord> {
+    return this.#run(
+      "getOrderRequest",
+      () => this.inner.getOrderRequest(storeId, idempotencyKey, key),
+      { storeId, key },
+    );
+  }
+  fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey): Promise<FenceResult> {
+    return this.#run(
+      "fenceOrderRequest",
+      () => this.inner.fenceOrderRequest(storeId, idempotencyKey, key),
+      { storeId, key },
+    );
   }
 }

@@ -1,8 +1,10 @@
 import type { ApiKey } from "../../src/keys/api-key.js";
 import type {
   CreatedOrder,
+  FenceResult,
   Order,
   OrderRequest,
+  OrderRequestRecord,
   Sku,
   StockReading,
   Store,
@@ -50,5 +52,19 @@ export class SlowStoreLink implements StoreLinkClient {
   }
   getOrder(storeId: string, orderId: string, key: ApiKey): Promise<Order> {
     return this.slow(storeId, orderId, () => this.inner.getOrder(storeId, orderId, key));
+  }
+  getOrderRequest(
+    storeId: string,
+    idempotencyKey: string,
+    key: ApiKey,
+  ): Promise<OrderRequestRecord> {
+    return this.slow(storeId, idempotencyKey, () =>
+      this.inner.getOrderRequest(storeId, idempotencyKey, key),
+    );
+  }
+  fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey): Promise<FenceResult> {
+    return this.slow(storeId, idempotencyKey, () =>
+      this.inner.fenceOrderRequest(storeId, idempotencyKey, key),
+    );
   }
 }

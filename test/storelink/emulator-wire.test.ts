@@ -106,6 +106,52 @@ describe("StoreLink emulator wire format", () => {
     ).toBe("RPL-47-002");
   });
 
+  it("serves contract 1.1's order requests: read, fence, and a fenced key's create refused", async () => {
+    expect(SPEC).toContain("version: 1.1.0");
+    const app = createEmulatorApp();
+    const read = (k: string) => request(app).get(`/v1/stores/47/order-requests/${k}`).set(KEY);
+    const fence = (k: string) =>
+      request(app).post(`/v1/stores/47/order-requests/${k}/fence`).set(KEY);
+    const post = (k: string) =>
+      request(app).post("/v1/stores/47/orders").set(KEY).set("Idempotency-Key", k);
+    expectError(await read("k-1"), 404, "order_request_not_found");
+    const created = await post("k-1").send(BODY);
+    expect((await read("k-1")).body).toEqual({
+      idempotency_key: "k-1",
+      state: "created",
+      order: created.body,
+    });
+    expect((await fence("k-1")).body).toEqual({ state: "created", order: created.body });
+    const fenced = await fence("k-2");
+    expect([fenced.status, fenced.body]).toEqual([200, { state: "fenced" }]);
+    expectError(await post("k-2").send(BODY), 409, "idempotency_key_fenced");
+    expect((await read("k-2")).body).toEqual({ idempotency_key: "k-2", state: "fenced" });
+    // Store, then key, then the record; a key outside the rule is refused.
+    expectError(await request(app).get("/v1/stores/999/order-requests/k-1"), 404, "unknown_store");
+    expectError(await request(app).get("/v1/stores/47/order-requests/k-1"), 401, "unauthorized");
+    expectError(await read("a%20b"), 400, "invalid_request");
+  });
+
+  it("answers order_request_in_progress while a create with the key runs", async () => {
+    const app = createEmulatorApp({ storelink: new InMemoryStoreLink({ inProgressMs: 1_000 }) });
+    const creating = request(app)
+      .post("/v1/stores/47/orders")
+      .set(KEY)
+      .set("Idempotency-Key", "k-3")
+      .send(BODY)
+      .then((res) => res);
+    const read = () => request(app).get("/v1/stores/47/order-requests/k-3").set(KEY);
+    let state = (await read()).body.state;
+    while (state === undefined) state = (await read()).body.state;
+    expect(state).toBe("in_progress");
+    expectError(
+      await request(app).post("/v1/stores/47/order-requests/k-3/fence").set(KEY),
+      409,
+      "order_request_in_progress",
+    );
+    expect((await creating).status).toBe(201);
+  });
+
   it("rejects malformed order bodies with 400 and creates nothing", async () => {
     const app = createEmulatorApp();
     const post = () => request(app).post("/v1/stores/47/orders").set(KEY);

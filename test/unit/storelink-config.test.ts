@@ -36,5 +36,14 @@ describe("STORELINK_URL configuration", () => {
     expect(loadEmulatorConfig({}).port).toBe(8090);
     expect(loadEmulatorConfig({ STORELINK_EMULATOR_CUT_AFTER_ORDERS: "2" }).cutAfterOrders).toBe(2);
     expect(() => loadEmulatorConfig({ PORT: "-1" })).toThrow(/PORT/);
+    expect(loadEmulatorConfig({ STORELINK_EMULATOR_DROP_ORDERS: "3" }).dropOrders).toBe(3);
+    expect(loadEmulatorConfig({ STORELINK_EMULATOR_LATE_ORDERS: "2:500" }).lateOrders).toEqual({
+      count: 2,
+      afterMs: 500,
+    });
+    expect(loadEmulatorConfig({}).lateOrders).toBeUndefined();
+    expect(() => loadEmulatorConfig({ STORELINK_EMULATOR_LATE_ORDERS: "500" })).toThrow(
+      /STORELINK_EMULATOR_LATE_ORDERS/,
+    );
   });
 });
