@@ -266,7 +266,8 @@ export const VARIABLES = {
     to: ["reconcileIntervalMs"],
     doc: "How often each instance's reconciler looks for writes of unknown outcome (1000 to 3600000); it also runs at start and on `POST /internal/reconcile`.",
     cloudRun: "`30000`",
-    cloudRunNote: "with a Cloud Scheduler job on `POST /internal/reconcile`: Cloud Run throttles an idle instance's CPU",
+    cloudRunNote:
+      "with a Cloud Scheduler job on `POST /internal/reconcile`: Cloud Run throttles an idle instance's CPU",
   }),
   KORRAL_REDIS_TIMEOUT_MS: variable({
     schema: z.coerce.number().int().min(10).max(5_000).default(300),

@@ -116,8 +116,12 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, "http");
   const { deps, recorder, reconciler } = await startDeps(config, "http");
   warnOfEphemeralKey(config);
-  serve(deps, config, () => recorder.close(), await authGateFor(config, deps.recorder), () =>
-    reconciler.run(),
+  serve(
+    deps,
+    config,
+    () => recorder.close(),
+    await authGateFor(config, deps.recorder),
+    () => reconciler.run(),
   );
 }
 

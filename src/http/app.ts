@@ -173,10 +173,11 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
       if (!decision.allowed) {
         const status = decision.verdict === "unavailable" ? 503 : 403;
         opsLog.warn({ by: who.id }, decision.reason);
-        endWithJson(res, status, { error: decision.verdict === "unavailable" ? "policy_unavailable" : "not_permitted" });
+        const error = decision.verdict === "unavailable" ? "policy_unavailable" : "not_permitted";
+        endWithJson(res, status, JSON.stringify({ error }));
         return;
       }
-      endWithJson(res, 200, await reconcile());
+      endWithJson(res, 200, JSON.stringify(await reconcile()));
     });
   }
 

@@ -1,9 +1,9 @@
 import { join } from "node:path";
+import { SENDING_MS } from "../limits/slots.js";
 import { AuditTail } from "../logging/audit-read.js";
 import { opsLog } from "../logging/ops.js";
 import { AUDIT_FILE } from "../logging/recorder.js";
 import type { CallRecorder, Resolution } from "../logging/records.js";
-import { SENDING_MS } from "../limits/slots.js";
 import { resolvedWrite } from "../policy/audit.js";
 import { fenceKey, type KeyAsker, type KeyState, readKey } from "../policy/order-by-key.js";
 import type { KeptAttempt, OrderCap } from "../policy/order-cap.js";
@@ -167,9 +167,7 @@ export class Reconciler {
       known.state === "created" ? "CREATED" : known.state === "fenced" ? "NOT_CREATED" : undefined;
     if (resolution === undefined) return known.state === "unreachable" ? "error" : "waiting";
     const orderId = known.state === "created" ? known.order.order_id : null;
-    await this.deps.recorder.audit(
-      resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]),
-    );
+    await this.deps.recorder.audit(resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]));
     this.#resolved.set(attempt.request_id, resolution);
     return this.#settle(kept, resolution);
   }

@@ -230,7 +230,13 @@ const ATTEMPT_STATES = { s: "sending", u: "uncertain" } as const;
 function attemptOf(bucket: string, id: string, value: string): AttemptEntry | undefined {
   const match = /^([su]):(\d+):(\d+):(.*)$/s.exec(value);
   if (!match) return undefined;
-  const [, state, since, lease, record] = match as unknown as [string, "s" | "u", string, string, string];
+  const [, state, since, lease, record] = match as unknown as [
+    string,
+    "s" | "u",
+    string,
+    string,
+    string,
+  ];
   return {
     bucket,
     id,
@@ -319,7 +325,8 @@ export class RedisSlotBook implements SlotBook {
       const bucket = bucketOfAttemptsKey(key);
       if (bucket === undefined) continue;
       const reply = await this.deadline(this.client.eval(LIST, { keys: [key], arguments: [] }));
-      if (!Array.isArray(reply)) throw new LimitsStoreError("the limits store did not list attempts");
+      if (!Array.isArray(reply))
+        throw new LimitsStoreError("the limits store did not list attempts");
       const [clock, ...fields] = reply.map(String);
       now = Number(clock);
       for (let i = 0; i + 1 < fields.length; i += 2) {

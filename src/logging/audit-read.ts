@@ -30,7 +30,7 @@ export interface AuditReading {
 /** `key=value` tokens: a value bare, or a JSON string (the line's quoting, logging/format.ts). */
 const TOKEN = /([a-z_]+)=("(?:[^"\\]|\\.)*"|\S+)/g;
 
-function valueOf(raw: string): string | undefined {
+function tokenValue(raw: string): string | undefined {
   if (raw === "-") return undefined;
   if (!raw.startsWith('"')) return raw;
   try {
@@ -47,7 +47,7 @@ export function uncertainLineOf(line: string): UncertainLine | undefined {
   if (!head) return undefined;
   const fields = new Map<string, string>();
   for (const [, name, raw] of line.slice(head[0].length).matchAll(TOKEN)) {
-    const value = valueOf(raw as string);
+    const value = tokenValue(raw as string);
     if (value !== undefined && !fields.has(name as string)) fields.set(name as string, value);
   }
   const quantity = Number(fields.get("qty"));
@@ -112,7 +112,7 @@ export class AuditTail {
           else if (/^\S+ RESOLVED /.test(line)) {
             const req = / req=(\S+)/.exec(line)?.[1];
             const found = / outcome=(CREATED|NOT_CREATED) /.exec(line)?.[1];
-            const id = req === undefined ? undefined : valueOf(req);
+            const id = req === undefined ? undefined : tokenValue(req);
             if (id && (found === "CREATED" || found === "NOT_CREATED")) {
               reading.resolved.push({ request_id: id, resolution: found });
             }

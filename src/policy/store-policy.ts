@@ -290,7 +290,12 @@ class LoadedPolicy implements StorePolicy {
 export const OPEN_POLICY: StorePolicy = {
   mode: "open",
   may: () => ({ verdict: "granted", allowed: true, groups: [], reason: "no store policy" }),
-  mayReconcile: () => ({ verdict: "granted", allowed: true, groups: [], reason: "no store policy" }),
+  mayReconcile: () => ({
+    verdict: "granted",
+    allowed: true,
+    groups: [],
+    reason: "no store policy",
+  }),
 };
 
 /** The policy in force when none could be read: every decision fails closed. */

@@ -18,13 +18,13 @@ import {
   type Stage,
   submittedWrite,
 } from "../../policy/audit.js";
+import { askByKey, askWithin } from "../../policy/order-by-key.js";
 import type { Attempt, Reservation } from "../../policy/order-cap.js";
 import { SOME_CATEGORY } from "../../policy/store-policy.js";
 import { isStoreLinkError, type Sku, type Store } from "../../storelink/client.js";
 import { checkedCreate, type OrderReceipt } from "../../storelink/contract.js";
 import { catalogueItem, checkAccess, storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
-import { askByKey, askWithin } from "../../policy/order-by-key.js";
 import { askBuyer, confirmationRequired, confirmedByState } from "./confirmation.js";
 import { amount, preview } from "./preview.js";
 import { type OrderInput, type OrderOutput, serverMadeKey } from "./schema.js";
