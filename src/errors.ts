@@ -86,17 +86,20 @@ const byKeyNextStep = (storeId: string, key: string): string =>
   "truck. This service also resolves it by itself within minutes.";
 
 /**
- * A write sent whose answer was lost and that StoreLink could not yet confirm by its key: the
- * key goes back to the agent (`idempotency_key` in structuredContent) with a step it can take.
+ * A write sent whose outcome StoreLink could not yet confirm by its key (`outcome_unknown`, or an
+ * unexpected failure once sent): the key goes back to the agent (`idempotency_key` in
+ * structuredContent) with a step it can take. The type and the operator's cause are kept.
  */
 export function outcomeUnknown(error: ToolError, storeId: string, key: string): ToolError {
   return new ToolError(
-    "outcome_unknown",
-    `${error.message} StoreLink could not yet say whether idempotency key ${key} created it.`,
+    error.type,
+    error.type === "outcome_unknown"
+      ? `${error.message} StoreLink could not yet say whether idempotency key ${key} created it.`
+      : error.message,
     byKeyNextStep(storeId, key),
     false,
-    { idempotency_key: key },
-    error,
+    { ...error.extra, idempotency_key: key },
+    error.cause ?? error,
   );
 }
 

@@ -73,7 +73,7 @@ describe("HTTP mode: every trace and audit record is also one structured stdout 
     // Written before the order was sent: an intent with no audit entry is a write a kill cut off.
     expect(intent).toMatchObject({ request_id: audit?.request_id, store_id: "47", quantity: 24 });
     expect(intent?.message).toMatch(
-      /^INTENT store=47 sku=8847291 qty=24 req=req_\S+ by=(?:os|local):\S+ reason="/,
+      /^INTENT store=47 sku=8847291 qty=24 req=req_\S+ by=(?:os|local):\S+ key=korral-[0-9a-f-]{36} reason="/,
     );
     expect(JSON.stringify(intent)).not.toContain("abcdef1234567890");
     expect(audit).toMatchObject({

@@ -134,6 +134,8 @@ describe("audit.log over the real protocol", () => {
 
     // The write is sent and lands, then the answer is lost.
     const faulty = new ScriptedStoreLink().fail("createOrder", { after: "outcome_unknown" });
+    // Nor can StoreLink say by the key within the write's budget: the line stays UNCERTAIN.
+    for (let i = 0; i < 4; i++) faulty.fail("getOrderRequest", { kind: "unavailable" });
     const lost = await session(recorder, { storelink: faulty });
     const uncertain = await lost.call("create_replenishment_order", {
       store_id: "111",
@@ -150,16 +152,16 @@ describe("audit.log over the real protocol", () => {
     const lines = await auditLines();
     expect(lines).toHaveLength(4);
     expect(lines[0]).toMatch(
-      /^\S+Z CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_[0-9a-f]{32} by=local:direct confirmed=agent reason="Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold\. Buyer approved 24\."$/,
+      /^\S+Z CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_[0-9a-f]{32} by=local:direct key=korral-[0-9a-f-]{36} confirmed=agent reason="Gap of 8 units at store 47 over 24h: on_hand 3 vs 11 sold\. Buyer approved 24\."$/,
     );
     expect(lines[1]).toMatch(
       /^\S+Z REJECTED - store=47 sku=8847291 qty=24 req=req_\w+ by=local:direct detail="Invalid arguments for create_replenishment_order: reason: [^"]+" reason="n\/a"$/,
     );
     expect(lines[2]).toMatch(
-      /^\S+Z REJECTED - store=128 sku=8847291 qty=7 req=\S+ by=local:direct detail="No credentials for store 128\. Ask Korral IT for access\." reason=/,
+      /^\S+Z REJECTED - store=128 sku=8847291 qty=7 req=\S+ by=local:direct key=korral-[0-9a-f-]{36} detail="No credentials for store 128\. Ask Korral IT for access\." reason=/,
     );
     expect(lines[3]).toMatch(
-      /^\S+Z UNCERTAIN - store=111 sku=8847291 qty=3 req=\S+ by=local:direct detail="The order was sent/,
+      /^\S+Z UNCERTAIN - store=111 sku=8847291 qty=3 req=\S+ by=local:direct key=korral-[0-9a-f-]{36} detail="The order was sent/,
     );
 
     // Every audit line joins exactly one trace line of the same write call.
@@ -313,7 +315,7 @@ describe("concurrent calls", () => {
     expect(audit).toHaveLength(40);
     const quantities = audit.map((line) => {
       expect(line).toMatch(
-        /^\S+Z CREATED RPL-\d+-\d{3} store=\d+ sku=8847291 qty=\d+ req=\S+ by=local:direct confirmed=agent reason="[^"]+"$/,
+        /^\S+Z CREATED RPL-\d+-\d{3} store=\d+ sku=8847291 qty=\d+ req=\S+ by=local:direct key=korral-[0-9a-f-]{36} confirmed=agent reason="[^"]+"$/,
       );
       return Number(/ qty=(\d+) /.exec(line)?.[1]);
     });

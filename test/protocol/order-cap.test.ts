@@ -165,6 +165,8 @@ describe("a retry after an unknown outcome, at the cap", () => {
     expect((await order(1, "order-key-0001")).isError).toBeFalsy();
     expect((await order(2, "order-key-0002")).isError).toBeFalsy();
     storelink.fail("createOrder", { after: "outcome_unknown" });
+    // StoreLink cannot be asked by key either (four reads within the write's budget).
+    for (let i = 0; i < 4; i++) storelink.fail("getOrderRequest", { kind: "unavailable" });
     expect(errorOf(await order(3, "order-key-0003")).type).toBe("outcome_unknown");
     expect(storelink.landed).toHaveLength(3);
 

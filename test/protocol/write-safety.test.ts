@@ -5,6 +5,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ApiKey } from "../../src/keys/api-key.js";
+import { CONFIRMED_BY_KEY_DETAIL } from "../../src/policy/audit.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { type OrderRequest, StoreLinkError } from "../../src/storelink/client.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
@@ -142,25 +143,52 @@ describe("idempotency: one truck, once", () => {
     expect(audits.filter((o) => o === "REPLAYED")).toHaveLength(5);
   });
 
-  it("the retry after an UNCERTAIN returns the order that landed", async () => {
-    /** Creates the order, then loses the answer once: the outcome the key exists for. */
-    class LostAnswer extends InMemoryStoreLink {
-      lose = true;
-      override async createOrder(request: OrderRequest, key: ApiKey) {
-        const created = await super.createOrder(request, key);
-        if (this.lose) {
-          this.lose = false;
-          throw new StoreLinkError("outcome_unknown", "connection reset after send");
-        }
-        return created;
-      }
+  /** Creates the order, then loses the answer once; `readable` says whether the key can be read. */
+  class LostAnswer extends InMemoryStoreLink {
+    lose = true;
+    constructor(readonly readable: boolean) {
+      super();
     }
-    const h = await start({ storelink: new LostAnswer() });
-    const args = { ...HERO, idempotency_key: "buyer-approval-0001" };
-    expect(errorOf(await h.call("create_replenishment_order", args)).type).toBe("outcome_unknown");
-    const retry = ok(await h.call("create_replenishment_order", args));
+    override async createOrder(request: OrderRequest, key: ApiKey) {
+      const created = await super.createOrder(request, key);
+      if (this.lose) {
+        this.lose = false;
+        throw new StoreLinkError("outcome_unknown", "connection reset after send");
+      }
+      return created;
+    }
+    override async getOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
+      if (!this.readable) throw new StoreLinkError("unavailable", "StoreLink is down");
+      return super.getOrderRequest(storeId, idempotencyKey, key);
+    }
+  }
+
+  it("a lost answer is asked for by key before the answer: CREATED, the agent gets the order", async () => {
+    const h = await start({ storelink: new LostAnswer(true) });
+    const created = ok(await h.call("create_replenishment_order", HERO));
+    expect(created).toMatchObject({ order_id: "RPL-47-001", replayed: false });
+    expect(outcomes(h)).toEqual(["CREATED RPL-47-001"]);
+    const line = h.recorder.audits[0];
+    expect(line?.detail).toBe(CONFIRMED_BY_KEY_DETAIL);
+    // The server made the key (the agent gave none), in the schema's own alphabet.
+    expect(line?.idempotency_key).toMatch(/^korral-[0-9a-f-]{36}$/);
+  });
+
+  it("the retry after an UNCERTAIN, with the key the agent was given, returns the order that landed", async () => {
+    const storelink = new LostAnswer(false);
+    const h = await start({ storelink });
+    const failed = await h.call("create_replenishment_order", HERO);
+    expect(errorOf(failed).type).toBe("outcome_unknown");
+    const given = (failed.structuredContent as { idempotency_key?: string }).idempotency_key;
+    expect(given).toMatch(/^korral-/);
+    expect(errorOf(failed).next_step).toContain(`idempotency_key ${given}`);
+    expect(h.recorder.audits[0]).toMatchObject({ outcome: "UNCERTAIN", idempotency_key: given });
+    const retry = ok(
+      await h.call("create_replenishment_order", { ...HERO, idempotency_key: given }),
+    );
     expect(retry).toMatchObject({ order_id: "RPL-47-001", replayed: true });
     expect(outcomes(h)).toEqual(["UNCERTAIN -", "REPLAYED RPL-47-001"]);
+    expect(h.recorder.audits[1]?.idempotency_key).toBe(given);
   });
 
   it("rejects a malformed idempotency key before anything is sent", async () => {
