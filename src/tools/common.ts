@@ -75,6 +75,14 @@ export const orderIdSchema = idText(
   'must be a string such as "RPL-47-001", the order_id create_replenishment_order returned',
 ).describe('Order id as returned by create_replenishment_order, e.g. "RPL-47-001"');
 
+/** A create's idempotency key: the agent's, or one this server made (serverMadeKey). */
+export const idempotencyKeySchema = z
+  .string()
+  .trim()
+  .min(8, "must be at least 8 characters; use a fresh UUID per approved order")
+  .max(128, "must be at most 128 characters")
+  .regex(/^[A-Za-z0-9._:-]+$/, "may contain only letters, digits and . _ : -");
+
 /** Free text for lookup_sku: a name fragment or the start of a SKU code, which may be a number. */
 export const querySchema = textOrWholeNumber(
   z

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { MAX_ORDER_QUANTITY, REASON_MAX_CHARS, reasonProblem } from "../../policy/order-rules.js";
-import { skuSchema, storeIdSchema } from "../common.js";
+import { idempotencyKeySchema, skuSchema, storeIdSchema } from "../common.js";
 
 /** The write's arguments, as the model sends them (exported for the tests' adversarial inputs). */
 export const createOrderInput = z.strictObject({
@@ -35,18 +35,14 @@ export const createOrderInput = z.strictObject({
         "citing the live stock numbers and the buyer's approval, e.g. \"Gap of 8 at store 47: " +
         'on_hand 3 vs 11 sold in 24h. Buyer approved 24." Placeholders (n/a, test, asap, tbd) are rejected.',
     ),
-  idempotency_key: z
-    .string()
-    .trim()
-    .min(8, "must be at least 8 characters; use a fresh UUID per approved order")
-    .max(128, "must be at most 128 characters")
-    .regex(/^[A-Za-z0-9._:-]+$/, "may contain only letters, digits and . _ : -")
+  idempotency_key: idempotencyKeySchema
     .optional()
     .describe(
       "Recommended. A fresh unique string (e.g. a UUID) per approved order. Reuse the SAME key, " +
         "with the same parameters, when retrying after an uncertain outcome (outcome_unknown, a " +
         "timeout, a lost answer): StoreLink then returns the order that landed instead of loading " +
-        "a second truck. The same key with different parameters is refused.",
+        "a second truck. The same key with different parameters is refused. Without one, this " +
+        "server makes one and gives it back when the outcome is unknown.",
     ),
   dry_run: z
     .boolean()
