@@ -31,6 +31,8 @@ export interface ReconcilerOptions {
   intervalMs: number;
   /** Where audit.log is, for a process without a limits store (undefined: no log files). */
   logDir?: string | undefined;
+  /** How long an attempt still being sent is its writer's (default SENDING_MS; tests). */
+  sendingMs?: number;
 }
 
 /** What one pass did. */
@@ -136,19 +138,23 @@ export class Reconciler {
   async #resolve(kept: KeptAttempt): Promise<Resolution | "waiting" | "skipped" | "error"> {
     const { attempt } = kept;
     // A write still being sent is its writer's until it must be over (or its writer is dead).
-    if (kept.state === "sending" && kept.age < SENDING_MS) return "skipped";
+    if (kept.state === "sending" && kept.age < (this.options.sendingMs ?? SENDING_MS)) {
+      return "skipped";
+    }
     const earlier = this.#resolved.get(attempt.request_id);
     if (earlier !== undefined) return this.#settle(kept, earlier);
-    let claimed: boolean;
-    try {
-      claimed = await this.deps.orderCap.claim(kept, LEASE_MS);
-    } catch {
-      return "error";
-    }
-    if (!claimed) return "skipped";
+    // Reads are harmless; the attempt is claimed only before a fence or a line.
     let known: KeyState = await readKey(this.deps, attempt);
-    if (known.state === "not_found" && kept.age >= this.options.graceMs) {
-      known = await fenceKey(this.deps, attempt);
+    const fence = known.state === "not_found" && kept.age >= this.options.graceMs;
+    if (known.state === "created" || known.state === "fenced" || fence) {
+      let claimed: boolean;
+      try {
+        claimed = await this.deps.orderCap.claim(kept, LEASE_MS);
+      } catch {
+        return "error";
+      }
+      if (!claimed) return "skipped";
+      if (fence) known = await fenceKey(this.deps, attempt);
     }
     if (known.state === "unsupported" && !this.#saidUnsupported) {
       this.#saidUnsupported = true;
