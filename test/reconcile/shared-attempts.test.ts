@@ -1,0 +1,151 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Reconciler } from "../../src/lifecycle/reconcile.js";
+import type { RedisLimits } from "../../src/limits/redis.js";
+import { OrderCap } from "../../src/policy/order-cap.js";
+import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import {
+  connect,
+  errorOf,
+  type Harness,
+  HERO_REASON,
+  MapKeyProvider,
+  MemoryRecorder,
+} from "../helpers/harness.js";
+import {
+  connectedLimits,
+  REDIS_AVAILABLE,
+  type RunningRedis,
+  startRedis,
+} from "../helpers/redis.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
+
+/**
+ * Attempts on the fleet's limits store (a real Redis): recorded with the slot, so a replica that
+ * never answers (killed) leaves its attempt for any other replica's reconciler, which resolves it
+ * once fleet-wide; and a same-key retry learns the truth from StoreLink when the store is down.
+ */
+
+const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
+
+describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
+  let redis: RunningRedis;
+  const limits: RedisLimits[] = [];
+  const open: Harness[] = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterEach(async () => {
+    while (open.length > 0) await open.pop()?.close();
+    while (limits.length > 0) await limits.pop()?.close();
+  });
+  afterAll(async () => {
+    await redis?.kill();
+  });
+
+  /** A replica: its own connection to the store, its own order cap, one shared StoreLink. */
+  async function replica(storelink: ScriptedStoreLink, recorder = new MemoryRecorder()) {
+    const shared = await connectedLimits(redis.url);
+    limits.push(shared);
+    const orderCap = new OrderCap({ perHour: 3, shared });
+    const keys = new MapKeyProvider();
+    const reconciler = (graceMs = 60_000) =>
+      new Reconciler(
+        { storelink, keys, orderCap, recorder },
+        { graceMs, intervalMs: 60_000, sendingMs: 0 },
+      );
+    return { orderCap, recorder, keys, reconciler, shared };
+  }
+
+  it("an attempt whose replica never settled it (killed mid-write) is resolved by the other replicas, exactly once", async () => {
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+    const a = await replica(storelink);
+    // Replica A takes the slot and records the attempt, sends, and dies before any answer.
+    const attempt = {
+      ts: new Date().toISOString(),
+      request_id: `req_${"a".repeat(32)}`,
+      by: "user:alice@korral.example",
+      ...ORDER,
+      idempotency_key: "killed-replica-order-0001",
+    };
+    await a.orderCap.hold(
+      { store_id: "47", name: "Brno" },
+      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
+      attempt,
+    );
+    const key = await a.keys.getKey("47");
+    if (!key) throw new Error("no key for store 47");
+    await storelink.inner.createOrder({ ...ORDER, idempotency_key: attempt.idempotency_key }, key);
+
+    // Three other replicas reconcile at once.
+    const others = await Promise.all([replica(storelink), replica(storelink), replica(storelink)]);
+    const reports = await Promise.all(others.map((r) => r.reconciler().run()));
+    expect(reports.reduce((n, r) => n + r.created, 0)).toBe(1);
+    const lines = others.flatMap((r) => r.recorder.audits);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      outcome: "RESOLVED",
+      resolution: "CREATED",
+      order_id: "RPL-47-001",
+      request_id: attempt.request_id,
+      by: "user:alice@korral.example",
+      idempotency_key: attempt.idempotency_key,
+    });
+    // Gone from the store: nobody resolves it again.
+    expect(await others[0]?.orderCap.attempts()).toEqual([]);
+  });
+
+  it("an order lost before StoreLink: NOT_CREATED after the grace, fenced, and its slot given back on the store", async () => {
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink()).fail("createOrder", {
+      kind: "outcome_unknown",
+    });
+    const a = await replica(storelink);
+    const h = await connect({
+      storelink,
+      keys: a.keys,
+      orderCap: a.orderCap,
+      recorder: a.recorder,
+    });
+    open.push(h);
+    const failed = await h.call("create_replenishment_order", { ...ORDER, store_id: "102" });
+    const key = (failed.structuredContent as { idempotency_key: string }).idempotency_key;
+    const b = await replica(storelink);
+    expect(await b.reconciler().run()).toMatchObject({ waiting: 1 });
+    expect(await b.reconciler(0).run()).toMatchObject({ notCreated: 1 });
+    expect(b.recorder.audits[0]).toMatchObject({ resolution: "NOT_CREATED", idempotency_key: key });
+    // The store's bucket holds no slot for it any more, and no attempt.
+    expect(await b.shared.client.hGetAll("korral:cap:{102:8847291}")).toEqual({});
+    expect(await b.shared.client.hGetAll("korral:attempts:{102:8847291}")).toEqual({});
+  });
+
+  it("a same-key retry while the limits store is down gets the order that landed, with no create", async () => {
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+    const a = await replica(storelink);
+    const h = await connect({
+      storelink,
+      keys: a.keys,
+      orderCap: a.orderCap,
+      recorder: a.recorder,
+    });
+    open.push(h);
+    const args = { ...ORDER, store_id: "111", idempotency_key: "retry-while-down-0001" };
+    const placed = await h.call("create_replenishment_order", args);
+    expect(placed.isError).toBeFalsy();
+    await a.shared.close();
+    // A new order cannot be counted: refused unsent.
+    expect(
+      errorOf(
+        await h.call("create_replenishment_order", {
+          ...args,
+          idempotency_key: "new-while-down-01",
+        }),
+      ).type,
+    ).toBe("limits_unavailable");
+    // The retry of the landed one is answered from StoreLink by its key.
+    const retry = await h.call("create_replenishment_order", args);
+    expect(retry.isError).toBeFalsy();
+    expect(retry.structuredContent).toMatchObject({ replayed: true, order_id: "RPL-111-001" });
+    expect(storelink.attemptsOf("createOrder")).toBe(1);
+    expect(a.recorder.audits.map((l) => l.outcome)).toEqual(["CREATED", "REJECTED", "REPLAYED"]);
+  });
+});
