@@ -6,6 +6,7 @@ import { connectSharedLimits, sharedLimitsFor } from "./limits/index.js";
 import type { Recorder } from "./logging/recorder.js";
 import { nullRecorder } from "./logging/records.js";
 import { setUpLogging, type Transport } from "./logging/setup.js";
+import { INLINE_BUDGET_MS } from "./policy/order-by-key.js";
 import { OrderCap } from "./policy/order-cap.js";
 import { NO_POLICY, policySourceFor } from "./policy/policy-source.js";
 import { limiterFor } from "./policy/rate-limit.js";
@@ -50,6 +51,19 @@ export function composeDeps(
   };
 }
 
+/**
+ * The longest a write of this configuration stays at StoreLink before its writer settles it: the
+ * key read and the create twice (a 401 reloads the key and sends again), the asks by key after a
+ * lost answer, and a margin. Past it, an attempt still "sending" has a dead writer.
+ */
+export const sendingBoundMs = (
+  config: Pick<Config, "storelinkTimeoutMs" | "secretManager">,
+): number =>
+  2 * (config.storelinkTimeoutMs + config.secretManager.deadlineMs) +
+  INLINE_BUDGET_MS +
+  config.storelinkTimeoutMs +
+  5_000;
+
 /** How long start-up waits for the shared limits store before it serves without it. */
 const LIMITS_START_WAIT_MS = 5_000;
 
@@ -80,6 +94,7 @@ export async function startDeps(
     graceMs: config.reconcileGraceMs,
     intervalMs: config.reconcileIntervalMs,
     logDir: config.logFiles ? config.logDir : undefined,
+    sendingMs: sendingBoundMs(config),
   });
   reconciler.start();
   return { deps, recorder, reconciler };
