@@ -44,6 +44,12 @@ export interface ReconcileReport {
   errors: number;
 }
 
+/**
+ * The oldest attempt whose key is ever fenced: well inside StoreLink's 7-day retention of keys,
+ * so "no record" can never mean "the record of an order has expired". Older ones need a person.
+ */
+export const FENCE_HORIZON_MS = 6 * 24 * 60 * 60_000;
+
 /** How long a claim holds an attempt: longer than a read, a fence and a line take. */
 const LEASE_MS = 2 * 60_000;
 
@@ -145,7 +151,10 @@ export class Reconciler {
     if (earlier !== undefined) return this.#settle(kept, earlier);
     // Reads are harmless; the attempt is claimed only before a fence or a line.
     let known: KeyState = await readKey(this.deps, attempt);
-    const fence = known.state === "not_found" && kept.age >= this.options.graceMs;
+    const fence =
+      known.state === "not_found" &&
+      kept.age >= this.options.graceMs &&
+      kept.age < FENCE_HORIZON_MS;
     if (known.state === "created" || known.state === "fenced" || fence) {
       let claimed: boolean;
       try {
