@@ -49,7 +49,8 @@ export function replenishmentCheckText(product: string, stores: string | undefin
       "what would be submitted. Then write once: one create_replenishment_order call per approved " +
       "order, with a fresh idempotency_key and a reason citing the live numbers and the approval.",
     "7. If the outcome is unknown (outcome_unknown, timeout, lost answer), retry only with the " +
-      "SAME idempotency_key and parameters, or check get_replenishment_status; never with a new key.",
+      "SAME idempotency_key (yours, or the one the result returned) and parameters, or check " +
+      "get_replenishment_status with that idempotency_key; never with a new key.",
     "8. Read the order back with get_replenishment_status and give the buyer the order_id and the " +
       "confirmation sentence.",
     `Boundaries: ${NOT_SUPPORTED} Orders cannot be cancelled, amended or expedited here: the buyer ` +

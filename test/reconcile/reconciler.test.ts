@@ -3,7 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiKey } from "../../src/keys/api-key.js";
-import { Reconciler, type ReconcilerOptions } from "../../src/lifecycle/reconcile.js";
+import {
+  FENCE_HORIZON_MS,
+  Reconciler,
+  type ReconcilerOptions,
+} from "../../src/lifecycle/reconcile.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditRecord, CallRecorder } from "../../src/logging/records.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
@@ -179,6 +183,23 @@ describe("the reconciler", () => {
       ops.restore();
     }
     expect(audits(h).map((a) => a.outcome)).toEqual(["UNCERTAIN"]);
+  });
+
+  it("never fences a key past the horizon: StoreLink may have dropped the record of an old order", async () => {
+    const storelink = scripted();
+    const { orderCap, reconciler } = await setUp(storelink);
+    orderCap.adopt(
+      {
+        ts: new Date(Date.now() - FENCE_HORIZON_MS - 60_000).toISOString(),
+        request_id: `req_${"b".repeat(32)}`,
+        by: "user:alice@korral.example",
+        ...ORDER,
+        idempotency_key: "six-days-old-key-01",
+      },
+      FENCE_HORIZON_MS + 60_000,
+    );
+    expect(await reconciler({ graceMs: 0 }).run()).toMatchObject({ waiting: 1, notCreated: 0 });
+    expect(storelink.attemptsOf("fenceOrderRequest")).toBe(0);
   });
 
   it("a write still being sent is left to its writer", async () => {
