@@ -27,6 +27,9 @@ export interface AuditReading {
   resolved: { request_id: string; resolution: "CREATED" | "NOT_CREATED" }[];
 }
 
+/** A whole line ends with its reason (a torn one, cut by a kill, does not). */
+const WHOLE = / reason=(?:-|"(?:[^"\\]|\\.)*")$/;
+
 /** `key=value` tokens: a value bare, or a JSON string (the line's quoting, logging/format.ts). */
 const TOKEN = /([a-z_]+)=("(?:[^"\\]|\\.)*"|\S+)/g;
 
@@ -44,7 +47,7 @@ function tokenValue(raw: string): string | undefined {
 /** The fields of an UNCERTAIN line that names a key, or undefined. */
 export function uncertainLineOf(line: string): UncertainLine | undefined {
   const head = /^(\S+) UNCERTAIN \S+ /.exec(line);
-  if (!head) return undefined;
+  if (!head || !WHOLE.test(line)) return undefined;
   const fields = new Map<string, string>();
   for (const [, name, raw] of line.slice(head[0].length).matchAll(TOKEN)) {
     const value = tokenValue(raw as string);
@@ -109,7 +112,7 @@ export class AuditTail {
         for (const line of chunk.subarray(0, end).toString("utf8").split("\n")) {
           const uncertain = uncertainLineOf(line);
           if (uncertain) reading.uncertain.push(uncertain);
-          else if (/^\S+ RESOLVED /.test(line)) {
+          else if (/^\S+ RESOLVED /.test(line) && WHOLE.test(line)) {
             const req = / req=(\S+)/.exec(line)?.[1];
             const found = / outcome=(CREATED|NOT_CREATED) /.exec(line)?.[1];
             const id = req === undefined ? undefined : tokenValue(req);

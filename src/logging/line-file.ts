@@ -53,6 +53,8 @@ const REOPEN_AFTER_MS = 5_000;
  *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It
  *   reopens (recreating the directory), writes those lines again into the new file, and warns.
  *   If it cannot reopen (a file where the directory was), the warning says lines are dropped.
+ * - A file left ending mid-line (its writer was killed in the middle of a write) gets a newline
+ *   first, so the torn line stays a torn line and the first line written here is whole.
  * - Once `close()` has been called, a line is still written: synchronously (and synced, if
  *   durable) before `append` returns, so a line made while the process stops (the audit of a
  *   write abandoned at the end of the shutdown grace) is on disk before it exits.
@@ -221,7 +223,9 @@ export class LineFile {
     if (Date.now() - this.#openFailedAt < REOPEN_AFTER_MS) return undefined;
     try {
       await mkdir(dirname(this.path), { recursive: true });
-      this.#handle = await open(this.path, "a+", 0o640);
+      const handle = await open(this.path, "a+", 0o640);
+      await endTornLine(handle);
+      this.#handle = handle;
       return this.#handle;
     } catch (error) {
       this.#openFailedAt = Date.now();
@@ -297,4 +301,13 @@ function undoTornSync(fd: number, buffer: Buffer, written: number): void {
   } catch {
     // Opened append-only for writing: cannot read back, so it is left (and reported) as is.
   }
+}
+
+/** Ends the file's last line if a killed writer left it torn (no newline at the end). */
+async function endTornLine(handle: FileHandle): Promise<void> {
+  const { size } = await handle.stat();
+  if (size === 0) return;
+  const last = Buffer.alloc(1);
+  await handle.read(last, 0, 1, size - 1);
+  if (last[0] !== 0x0a) await handle.write("\n");
 }

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { appendFile, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -243,9 +243,17 @@ describe("without a limits store, audit.log serves", () => {
       await recorder.close();
       return report;
     };
+    // A reconciler killed mid-line left half a RESOLVED line: the next one finishes the job with
+    // one whole line, on a line of its own.
+    const uncertainLine = (await readFile(join(dir, "audit.log"), "utf8")).trimEnd();
+    const torn = `${new Date().toISOString()} RESOLVED RPL-47-001 store=47 sku=8847291 qty=24 ${/req=\S+ by=\S+ key=\S+/.exec(uncertainLine)?.[0]} outcome=CREATED detail="StoreLink ho`;
+    await appendFile(join(dir, "audit.log"), torn);
     expect(await run()).toMatchObject({ created: 1 });
     expect(await run()).toMatchObject({ created: 0 });
-    const lines = (await readFile(join(dir, "audit.log"), "utf8")).trimEnd().split("\n");
+    const all = (await readFile(join(dir, "audit.log"), "utf8")).trimEnd().split("\n");
+    expect(all).toHaveLength(3);
+    expect(all[1]).toBe(torn);
+    const lines = all.filter((line) => line !== torn);
     expect(lines).toHaveLength(2);
     const req = /\breq=(\S+)/.exec(lines[0] as string)?.[1];
     const key = /\bkey=(\S+)/.exec(lines[0] as string)?.[1];
