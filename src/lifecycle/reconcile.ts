@@ -69,6 +69,7 @@ export class Reconciler {
   #running: Promise<ReconcileReport> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #saidUnsupported = false;
+  #bookDown = false;
 
   constructor(
     private readonly deps: KeyAsker & { orderCap: OrderCap; recorder: CallRecorder },
@@ -110,8 +111,13 @@ export class Reconciler {
     let kept: KeptAttempt[];
     try {
       kept = await this.deps.orderCap.attempts();
+      this.#bookDown = false;
     } catch {
-      opsLog.warn({}, "the reconciler cannot read the limits store; it runs again shortly");
+      // Said once per outage (the limits store's own health line says the rest).
+      if (!this.#bookDown) {
+        opsLog.warn({}, "the reconciler cannot read the limits store; it runs again shortly");
+      }
+      this.#bookDown = true;
       report.errors++;
       return report;
     }
