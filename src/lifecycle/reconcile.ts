@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { SENDING_MS } from "../limits/slots.js";
 import { AuditTail } from "../logging/audit-read.js";
@@ -83,9 +84,41 @@ export class Reconciler {
 
   /** Runs a pass now, and every `intervalMs` (never holding the process open). */
   start(): void {
+    void this.#probe();
     void this.run();
     this.#timer = setInterval(() => void this.run(), this.options.intervalMs);
     this.#timer.unref();
+  }
+
+  /**
+   * Says at start whether StoreLink answers contract 1.1's read by key: one read of a key nobody
+   * ever sent, at the first store this server holds a key for (never a fence, never a create).
+   */
+  async #probe(): Promise<void> {
+    try {
+      for (const { store_id } of await this.deps.storelink.listStores()) {
+        if (!(await this.deps.keys.getKey(store_id))) continue;
+        const known = await readKey(this.deps, {
+          store_id,
+          sku: "-",
+          quantity: 0,
+          idempotency_key: `korral-probe-${randomUUID()}`,
+        });
+        if (known.state === "unsupported") this.#sayUnsupported();
+        return;
+      }
+    } catch {
+      // Unknown now: the first attempt to resolve finds out.
+    }
+  }
+
+  #sayUnsupported(): void {
+    if (this.#saidUnsupported) return;
+    this.#saidUnsupported = true;
+    opsLog.warn(
+      {},
+      "StoreLink lacks contract 1.1's order-request read or fence: writes of unknown outcome are resolved CREATED only when it can say so; the rest need a person (docs/storelink.md)",
+    );
   }
 
   stop(): void {
@@ -171,13 +204,7 @@ export class Reconciler {
       if (!claimed) return "skipped";
       if (fence) known = await fenceKey(this.deps, attempt);
     }
-    if (known.state === "unsupported" && !this.#saidUnsupported) {
-      this.#saidUnsupported = true;
-      opsLog.warn(
-        {},
-        "StoreLink lacks contract 1.1's order-request read or fence: writes of unknown outcome are resolved CREATED only when it can say so; the rest need a person (docs/storelink.md)",
-      );
-    }
+    if (known.state === "unsupported") this.#sayUnsupported();
     if (known.state === "mismatch") {
       opsLog.error(
         { request_id: attempt.request_id, store_id: attempt.store_id },

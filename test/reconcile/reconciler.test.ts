@@ -185,6 +185,31 @@ describe("the reconciler", () => {
     expect(audits(h).map((a) => a.outcome)).toEqual(["UNCERTAIN"]);
   });
 
+  it("says at start whether StoreLink answers contract 1.1 (one read of a key nobody sent)", async () => {
+    for (const supported of [false, true]) {
+      const storelink = scripted();
+      if (!supported) storelink.fail("getOrderRequest", { kind: "unsupported" });
+      const { reconciler } = await setUp(storelink);
+      const ops = captureOpsLog();
+      const running = reconciler();
+      try {
+        running.start();
+        await until(() => storelink.attemptsOf("getOrderRequest") === 1, "the probe");
+        const said = () => ops.text().includes("StoreLink lacks contract 1.1");
+        if (!supported) await until(said, "the ops line");
+        await running.run();
+        expect(said()).toBe(!supported);
+      } finally {
+        running.stop();
+        ops.restore();
+      }
+      expect(storelink.calls("getOrderRequest")[0]?.storeId).toBe("47");
+      expect(storelink.attemptsOf("fenceOrderRequest") + storelink.attemptsOf("createOrder")).toBe(
+        0,
+      );
+    }
+  });
+
   it("never fences a key past the horizon: StoreLink may have dropped the record of an old order", async () => {
     const storelink = scripted();
     const { orderCap, reconciler } = await setUp(storelink);
