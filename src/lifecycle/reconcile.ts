@@ -71,6 +71,7 @@ export class Reconciler {
   #timer: NodeJS.Timeout | undefined;
   #saidUnsupported = false;
   #bookDown = false;
+  readonly #saidNeedsPerson = new Set<string>();
 
   constructor(
     private readonly deps: KeyAsker & { orderCap: OrderCap; recorder: CallRecorder },
@@ -110,6 +111,13 @@ export class Reconciler {
     } catch {
       // Unknown now: the first attempt to resolve finds out.
     }
+  }
+
+  /** Says once per attempt (and process) that an attempt cannot be resolved without a person. */
+  #needsPerson(requestId: string, storeId: string, line: string): void {
+    if (this.#saidNeedsPerson.has(requestId)) return;
+    this.#saidNeedsPerson.add(requestId);
+    opsLog.error({ request_id: requestId, store_id: storeId }, line);
   }
 
   #sayUnsupported(): void {
@@ -161,7 +169,7 @@ export class Reconciler {
       else if (outcome === "error") report.errors++;
       else if (outcome === "waiting") report.waiting++;
     }
-    if (report.created + report.notCreated + report.errors > 0) {
+    if (report.created + report.notCreated > 0) {
       opsLog.info({ reconcile: report }, "the reconciler resolved writes of unknown outcome");
     }
     return report;
@@ -206,9 +214,16 @@ export class Reconciler {
     }
     if (known.state === "unsupported") this.#sayUnsupported();
     if (known.state === "mismatch") {
-      opsLog.error(
-        { request_id: attempt.request_id, store_id: attempt.store_id },
+      this.#needsPerson(
+        attempt.request_id,
+        attempt.store_id,
         "StoreLink holds an order for another SKU or quantity under this write's idempotency key: it needs a person",
+      );
+    } else if (known.state === "not_found" && kept.age >= FENCE_HORIZON_MS) {
+      this.#needsPerson(
+        attempt.request_id,
+        attempt.store_id,
+        "StoreLink has no record of this write's idempotency key, and the write is too old to fence safely (StoreLink may have dropped the record of its order): it needs a person",
       );
     }
     const resolution: Resolution | undefined =

@@ -139,7 +139,13 @@ async function stateByKey(
     const record = await withStoreKey(ctx.keys, storeId, (key) =>
       ctx.storelink.getOrderRequest(storeId, idempotencyKey, key),
     );
-    if (record.state === "created") return { state: "created", order: record.order };
+    if (record.state === "created") {
+      // Checked as a read by order id is: the store asked, the contract's shapes.
+      return {
+        state: "created",
+        order: checkedOrder(record.order, storeId, record.order.order_id),
+      };
+    }
     return { state: record.state === "fenced" ? "not_created" : "in_progress" };
   } catch (error) {
     if (isStoreLinkError(error, "order_request_not_found")) return { state: "unknown" };

@@ -223,7 +223,16 @@ describe("the reconciler", () => {
       },
       FENCE_HORIZON_MS + 60_000,
     );
-    expect(await reconciler({ graceMs: 0 }).run()).toMatchObject({ waiting: 1, notCreated: 0 });
+    const ops = captureOpsLog();
+    try {
+      const running = reconciler({ graceMs: 0 });
+      expect(await running.run()).toMatchObject({ waiting: 1, notCreated: 0 });
+      await running.run();
+      // Said once, for a person to act on.
+      expect(ops.text().match(/too old to fence safely/g)).toHaveLength(1);
+    } finally {
+      ops.restore();
+    }
     expect(storelink.attemptsOf("fenceOrderRequest")).toBe(0);
   });
 
