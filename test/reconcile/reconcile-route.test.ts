@@ -5,6 +5,7 @@ import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
 import type { ReconcileReport } from "../../src/lifecycle/reconcile.js";
 import { CachedPolicySource } from "../../src/policy/policy-source.js";
+import { parsePolicy } from "../../src/policy/store-policy.js";
 import { MapKeyProvider } from "../helpers/harness.js";
 
 /**
@@ -87,5 +88,32 @@ describe("POST /internal/reconcile", () => {
       .set("origin", "https://evil.example")
       .expect(403);
     expect(runs()).toBe(0);
+  });
+});
+
+describe("the policy's reconcile grant", () => {
+  it("is true or absent; anything else is refused with the field named", () => {
+    const doc = (reconcile: unknown) =>
+      JSON.stringify({ version: 1, groups: { s: { reconcile } }, principals: {} });
+    expect("policy" in parsePolicy(doc(true))).toBe(true);
+    for (const bad of ["yes", false, 1, { stores: "*" }]) {
+      const parsed = parsePolicy(doc(bad));
+      expect("problem" in parsed && parsed.problem).toMatch(/reconcile/);
+    }
+  });
+
+  it("grants nothing else: a reconcile group neither reads nor orders", () => {
+    const parsed = parsePolicy(
+      JSON.stringify({
+        version: 1,
+        groups: { s: { reconcile: true } },
+        principals: { [CALLER]: ["s"] },
+      }),
+    );
+    if (!("policy" in parsed)) throw new Error(parsed.problem);
+    expect(parsed.policy.mayReconcile({ id: CALLER }).allowed).toBe(true);
+    expect(parsed.policy.may({ id: CALLER }, "read", "47").allowed).toBe(false);
+    expect(parsed.policy.may({ id: CALLER }, "order", "47").allowed).toBe(false);
+    expect(parsed.policy.mayReconcile({ id: "local:someone-else" }).allowed).toBe(false);
   });
 });
