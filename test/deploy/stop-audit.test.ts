@@ -236,7 +236,7 @@ describe("end of stdin", () => {
 
 describe("kill -9 while the order is at StoreLink", () => {
   it.each(["stdio.js", "http.js"] as const)(
-    "%s: no line at the kill; the next start on the same log directory audits it UNCERTAIN, once",
+    "%s: no line at the kill; the next start audits it UNCERTAIN once, and its reconciler RESOLVED once the order landed",
     async (entry) => {
       const { storelink, server, auditLines, env } = await setUp("held", entry, 6_000);
       if (entry === "http.js") postCreate(await portOf(server));
@@ -249,27 +249,44 @@ describe("kill -9 while the order is at StoreLink", () => {
       server.child.kill("SIGKILL");
       await server.exit;
       expect(auditLines()).toEqual([]);
+      // StoreLink finishes the create its writer never heard back from: one order landed.
+      storelink.release();
+      await until(() => storelink.created.length === 1, "the held create to land");
 
       // The next server on this log directory (a restart, or the desktop's next session).
       // Run by someone else: who ordered must come from the killed write's own intent.
       const next = spawnDist("stdio.js", { ...env, KORRAL_PRINCIPAL: "ops.oncall" });
       defer(() => next.stop());
-      await until(() => auditLines().length > 0, "the recovered audit line");
+      const resolved = () => auditLines().filter((l) => / RESOLVED /.test(l));
+      await until(() => resolved().length > 0, "the reconciler's RESOLVED line");
       next.child.stdin?.end();
       expect(await next.exit).toBe(0);
       const lines = auditLines();
-      expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(
-        / UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ by=local:dana\.buyer detail="the server was stopped \(killed\)/,
+      const uncertain = lines.filter((l) => / UNCERTAIN /.test(l));
+      expect(uncertain).toHaveLength(1);
+      expect(uncertain[0]).toMatch(
+        / UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ by=local:dana\.buyer key=korral-[0-9a-f-]{36} detail="the server was stopped \(killed\)/,
       );
       expect(next.stderr()).toContain("audited UNCERTAIN");
+      // The reconciler of that start asked StoreLink by the key: the same attempt, CREATED.
+      const req = uncertain[0]?.match(/ req=(req_\w+) /)?.[1];
+      const key = uncertain[0]?.match(/ key=(\S+) /)?.[1];
+      expect(resolved()).toHaveLength(1);
+      expect(resolved()[0]).toMatch(
+        new RegExp(
+          ` RESOLVED RPL-47-001 store=47 sku=8847291 qty=24 req=${req} by=local:dana\\.buyer key=${key} .*outcome=CREATED`,
+        ),
+      );
+      // The recovered line first, then its resolution; nothing else.
+      expect(lines).toEqual([uncertain[0], resolved()[0]]);
 
-      // A third start finds nothing left to recover.
+      // A third start finds nothing left to recover or resolve.
       const third = spawnDist("stdio.js", env);
       defer(() => third.stop());
       third.child.stdin?.end();
       expect(await third.exit).toBe(0);
-      expect(auditLines()).toHaveLength(1);
+      expect(auditLines()).toEqual(lines);
+      expect(storelink.created).toEqual(["RPL-47-001"]);
     },
   );
 });

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CONFIRMED_BY_KEY_DETAIL } from "../../src/policy/audit.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { errorOf, HERO_REASON } from "../helpers/harness.js";
 import { forTheFile } from "../helpers/spawn.js";
@@ -92,9 +93,11 @@ describe("a connection cut after the POST reached the emulator", () => {
   const ws = tempWorkspace({ ...SEED_ACCEPTED_KEYS });
   let emulator: Child;
   let mcp: Child;
+  const auditLines = () => readFileSync(join(ws.logDir, "audit.log"), "utf8").trim().split("\n");
 
   beforeAll(async () => {
-    emulator = await startEmulatorProcess({ STORELINK_EMULATOR_CUT_AFTER_ORDERS: "1" });
+    // The first two order POSTs are applied, then their sockets dropped unanswered.
+    emulator = await startEmulatorProcess({ STORELINK_EMULATOR_CUT_AFTER_ORDERS: "2" });
     mcp = await startMcpHttpProcess({
       STORELINK_URL: emulator.url,
       KORRAL_KEYS_FILE: ws.keysFile,
@@ -106,27 +109,45 @@ describe("a connection cut after the POST reached the emulator", () => {
     ws.cleanup();
   });
 
-  it("is outcome_unknown for the agent, and the order did land", async () => {
+  it("the agent gets the order that landed: StoreLink confirms it by the key, one CREATED line", async () => {
     const result = await callTool(mcp.url, "create_replenishment_order", order);
-    const error = errorOf(result);
-    expect(error.type).toBe("outcome_unknown");
-    expect(error.retryable).toBe(false);
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toMatchObject({ order_id: "RPL-47-001", replayed: false });
     const read = await callTool(mcp.url, "get_replenishment_status", {
       store_id: "47",
       order_id: "RPL-47-001",
     });
     expect(read.structuredContent).toMatchObject({ order_id: "RPL-47-001" });
+    // Audit lines are durable before the answer leaves: exactly one, naming the key the server made.
+    const lines = auditLines();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      / CREATED RPL-47-001 store=47 sku=8847291 qty=24 req=req_\w+ by=\S+ key=korral-[0-9a-f-]{36} /,
+    );
+    expect(lines[0]).toContain(`detail="${CONFIRMED_BY_KEY_DETAIL}"`);
     expect(mcp.child.exitCode).toBeNull();
   });
 
-  it("audits UNCERTAIN, and a resend comes back as the landed order (REPLAYED), not a second truck", async () => {
-    const resend = await callTool(mcp.url, "create_replenishment_order", order);
-    expect(resend.structuredContent).toMatchObject({ order_id: "RPL-47-001", replayed: true });
-    // Audit lines are durable before the answer leaves, so both are on disk by now.
-    const lines = readFileSync(join(ws.logDir, "audit.log"), "utf8").trim().split("\n");
-    expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/ UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ /);
-    expect(lines[0]).toContain("no answer came back");
-    expect(lines[1]).toMatch(/ REPLAYED RPL-47-001 store=47 sku=8847291 qty=24 /);
+  it("a cut write with the agent's key is confirmed, and a same-key resend is REPLAYED, not a second truck", async () => {
+    const keyed = { ...order, quantity: 12, idempotency_key: "e2e-cut-resend-0001" };
+    const first = await callTool(mcp.url, "create_replenishment_order", keyed);
+    expect(first.structuredContent).toMatchObject({ order_id: "RPL-47-002", replayed: false });
+    const resend = await callTool(mcp.url, "create_replenishment_order", keyed);
+    expect(resend.structuredContent).toMatchObject({ order_id: "RPL-47-002", replayed: true });
+    const lines = auditLines();
+    expect(lines).toHaveLength(3);
+    expect(lines[1]).toMatch(
+      / CREATED RPL-47-002 store=47 sku=8847291 qty=12 .* key=e2e-cut-resend-0001 /,
+    );
+    expect(lines[1]).toContain(`detail="${CONFIRMED_BY_KEY_DETAIL}"`);
+    expect(lines[2]).toMatch(
+      / REPLAYED RPL-47-002 store=47 sku=8847291 qty=12 .* key=e2e-cut-resend-0001 /,
+    );
+    // Exactly two orders at StoreLink: none made by the resend.
+    const third = await callTool(mcp.url, "get_replenishment_status", {
+      store_id: "47",
+      order_id: "RPL-47-003",
+    });
+    expect(errorOf(third).type).toBe("not_found");
   });
 });

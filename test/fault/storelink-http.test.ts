@@ -10,6 +10,7 @@ import {
 } from "../../src/storelink-emulator.js";
 import { validOrder } from "../helpers/arbitraries.js";
 import { connect, errorOf, type Harness } from "../helpers/harness.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * StoreLink over HTTP faults on the write that test/storelink/ does not already drive through
@@ -27,10 +28,16 @@ afterEach(async () => {
   emulator = undefined;
 });
 
-async function setUp(faults: EmulatorFaults, timeoutMs = 5_000) {
+/**
+ * `keyReadsDown`: the first N reads by idempotency key fail as unavailable (StoreLink cannot say
+ * either), so a lost answer stays UNCERTAIN instead of being confirmed inline.
+ */
+async function setUp(faults: EmulatorFaults, timeoutMs = 5_000, keyReadsDown = 0) {
   const storelink = new InMemoryStoreLink();
   emulator = await startEmulator({ storelink, faults });
-  h = await connect({ storelink: new HttpStoreLinkClient({ baseUrl: emulator.url, timeoutMs }) });
+  const http = new ScriptedStoreLink(new HttpStoreLinkClient({ baseUrl: emulator.url, timeoutMs }));
+  for (let i = 0; i < keyReadsDown; i++) http.fail("getOrderRequest", { kind: "unavailable" });
+  h = await connect({ storelink: http });
   // What StoreLink really holds for store 47, read behind the HTTP layer's back.
   const landed = async (orderId: string) =>
     storelink.getOrder("47", orderId, await keyOf47()).then(
@@ -46,13 +53,20 @@ describe("StoreLink over HTTP: faults on the write, through the protocol", () =>
   it("deadline passes after the order was applied: outcome_unknown, UNCERTAIN, and a same-key resend returns it", async () => {
     // The deadline covers the reads before the write too: generous enough for a loaded CI
     // machine (300 ms made them fail as storelink_unavailable), short enough to keep the test quick.
-    const { h, landed } = await setUp({ cutAfterOrders: 0, stallAfterOrders: 1 }, 1_500);
+    // StoreLink cannot be asked by key either (four reads within the write's budget).
+    const { h, landed } = await setUp({ cutAfterOrders: 0, stallAfterOrders: 1 }, 1_500, 4);
     const order = { ...validOrder("47"), idempotency_key: "load-test-7f3a-0001" };
     const first = await h.call("create_replenishment_order", order);
     expect(errorOf(first)).toMatchObject({ type: "outcome_unknown", retryable: false });
     expect(errorOf(first).next_step).toContain("get_replenishment_status");
     expect(h.recorder.audits).toMatchObject([
-      { outcome: "UNCERTAIN", order_id: null, store_id: "47", quantity: 24 },
+      {
+        outcome: "UNCERTAIN",
+        order_id: null,
+        store_id: "47",
+        quantity: 24,
+        idempotency_key: order.idempotency_key,
+      },
     ]);
     expect(await landed("RPL-47-001")).toBe(true);
 

@@ -85,18 +85,28 @@ describe("StoreLink unavailable (nothing was sent)", () => {
 describe("connection lost after the write was sent (outcome unknown)", () => {
   it("is outcome_unknown, not retryable, audited UNCERTAIN, and the landed order is readable", async () => {
     const storelink = new ScriptedStoreLink().fail("createOrder", { after: "outcome_unknown" });
+    // StoreLink cannot be asked by key either (four reads within the write's budget).
+    for (let i = 0; i < 4; i++) storelink.fail("getOrderRequest", { kind: "unavailable" });
     const { call, recorder } = await setUp(storelink);
-    const error = errorOf(await call("create_replenishment_order", validOrder()));
+    const result = await call("create_replenishment_order", validOrder());
+    const error = errorOf(result);
     expect(error).toMatchObject({ type: "outcome_unknown", retryable: false });
-    expect(error.next_step).toMatch(/Do NOT resubmit/);
-    expect(recorder.audits).toMatchObject([{ outcome: "UNCERTAIN", order_id: null }]);
-    // It did land: the documented next step (read the status) finds it.
+    const given = (result.structuredContent as { idempotency_key?: string }).idempotency_key;
+    expect(given).toMatch(/^korral-/);
+    expect(error.next_step).toMatch(/Do NOT place it again with a new key/);
+    expect(error.next_step).toContain(`idempotency_key ${given}`);
+    expect(recorder.audits).toMatchObject([
+      { outcome: "UNCERTAIN", order_id: null, idempotency_key: given },
+    ]);
+    expect(storelink.attemptsOf("getOrderRequest")).toBe(4);
+    // It did land: the documented next step (read the status by the key given) finds it.
     expect(storelink.landed).toHaveLength(1);
     const status = await call("get_replenishment_status", {
       store_id: "47",
-      order_id: "RPL-47-001",
+      idempotency_key: given,
     });
     expect(status.isError).toBeFalsy();
+    expect(status.structuredContent).toMatchObject({ state: "created", order_id: "RPL-47-001" });
     // And no silent retry happened: exactly one attempt.
     expect(storelink.attemptsOf("createOrder")).toBe(1);
   });

@@ -251,7 +251,7 @@ describe("a 2026-07-28 confirmation is bound to the principal it was minted for"
 });
 
 describe("kill -9 while an authenticated write is at StoreLink", () => {
-  it("the UNCERTAIN line the next start writes says who", async () => {
+  it("the UNCERTAIN line the next start writes says who, and so does its reconciler's RESOLVED line", async () => {
     const held = await startDelayedEmulator("held");
     defer(() => held.close());
     const logDir = join(ws.dir, "killed-log");
@@ -270,17 +270,32 @@ describe("kill -9 while an authenticated write is at StoreLink", () => {
     killed.child.kill("SIGKILL");
     await killed.exit;
     expect(auditLines(logDir)).toEqual([]);
+    // StoreLink finishes the create its writer never heard back from.
+    held.storelink.release();
+    await until(() => held.storelink.created.length === 1, "the held create to land");
 
-    // The next start on this log directory audits it.
+    // The next start on this log directory audits it, and its reconciler resolves it by the key.
     const next = spawnDist("stdio.js", env);
     defer(() => next.stop());
-    await until(() => auditLines(logDir).length > 0, "the recovered audit line");
+    const has = (outcome: string) => (l: string) => l.includes(` ${outcome} `);
+    await until(() => auditLines(logDir).some(has("RESOLVED")), "the reconciler's RESOLVED line");
     next.child.stdin?.end();
     expect(await next.exit).toBe(0);
     const lines = auditLines(logDir);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/ UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ /);
-    expect(lines[0]).toContain(` by=client:${AGENT.clientId} client=${AGENT.clientId} `);
-    expect(lines[0]).toContain('detail="the server was stopped (killed)');
+    expect(lines).toHaveLength(2);
+    const [uncertain, resolved] = lines;
+    expect(uncertain).toMatch(
+      / UNCERTAIN - store=47 sku=8847291 qty=24 req=req_\w+ by=client:\S+ key=korral-[0-9a-f-]{36} client=/,
+    );
+    expect(uncertain).toContain(` by=client:${AGENT.clientId} `);
+    expect(uncertain).toContain(` client=${AGENT.clientId} `);
+    expect(uncertain).toContain('detail="the server was stopped (killed)');
+    // The same attempt (request id and key), the same principal, CREATED.
+    const req = uncertain?.match(/ req=(\S+) /)?.[1];
+    const key = uncertain?.match(/ key=(\S+) /)?.[1];
+    expect(resolved).toMatch(/ RESOLVED RPL-47-001 store=47 sku=8847291 qty=24 /);
+    expect(resolved).toContain(` req=${req} by=client:${AGENT.clientId} key=${key} `);
+    expect(resolved).toContain(` client=${AGENT.clientId} `);
+    expect(resolved).toContain(" outcome=CREATED ");
   });
 });

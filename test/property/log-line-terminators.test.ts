@@ -70,7 +70,7 @@ const hostile = fc
 // One token of an audit line: a JSON string, or a bare value (no spaces, no quotes).
 const TOKEN = String.raw`"(?:[^"\\]|\\.)*"|[^\s"]+`;
 const AUDIT_LINE = new RegExp(
-  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN}) by=(${TOKEN})(?: client=(${TOKEN}))?(?: confirmed=(?:buyer|agent))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
+  String.raw`^(\S+) ([A-Z]+) (${TOKEN}) store=(${TOKEN}) sku=(${TOKEN}) qty=(${TOKEN}) req=(${TOKEN}) by=(${TOKEN})(?: key=(${TOKEN}))?(?: client=(${TOKEN}))?(?: confirmed=(?:buyer|agent))?(?: outcome=(?:CREATED|NOT_CREATED))?(?: detail=("(?:[^"\\]|\\.)*"))? reason=(${TOKEN})$`,
 );
 const decode = (token: string | undefined): string | null => {
   if (token === undefined || token === "-") return null;
@@ -88,8 +88,9 @@ function parseAuditLine(line: string) {
     sku: decode(m[5]),
     request_id: decode(m[7]),
     by: decode(m[8]),
-    detail: m[10] === undefined ? undefined : decode(m[10]),
-    reason: decode(m[11]),
+    idempotency_key: m[9] === undefined ? undefined : decode(m[9]),
+    detail: m[11] === undefined ? undefined : decode(m[11]),
+    reason: decode(m[12]),
   };
 }
 
@@ -116,6 +117,7 @@ interface Fields {
   sku: string;
   order_id: string;
   key: string;
+  idempotency_key: string;
   value: string;
   error: string;
   outcome: AuditOutcome;
@@ -150,6 +152,7 @@ async function writeOne(f: Fields, n: number) {
     quantity: 24,
     request_id: "req_1",
     by: `user:${f.value}`,
+    idempotency_key: f.idempotency_key,
     reason: f.reason,
     detail: f.detail,
   };
@@ -178,6 +181,7 @@ describe("line terminators in any field", () => {
           sku: hostile,
           order_id: hostile,
           key: fc.oneof(hostile, fc.constantFrom("__proto__", "constructor", "toString")),
+          idempotency_key: hostile,
           value: hostile,
           error: hostile,
           outcome: fc.constantFrom<AuditOutcome>(
@@ -202,6 +206,7 @@ describe("line terminators in any field", () => {
             sku: t(f.sku),
             request_id: "req_1",
             by: t(`user:${f.value}`),
+            idempotency_key: t(f.idempotency_key),
             detail: t(f.detail),
             reason: t(f.reason),
           });
@@ -266,7 +271,10 @@ describe("line terminators in any field", () => {
     const traceText = await readFile(join(dir, "trace.jsonl"), "utf8");
     expect(count(auditText)).toBe(1);
     expect(auditText.split(" ")[1]).toBe("CREATED");
-    expect(parseAuditLine(auditText.trimEnd()).reason).toBe(reason);
+    const line = parseAuditLine(auditText.trimEnd());
+    expect(line.reason).toBe(reason);
+    // Every create carries a key: the one the server made, on the line.
+    expect(line.idempotency_key).toMatch(/^korral-[0-9a-f-]{36}$/);
     expect(count(traceText)).toBe(2);
     expect(count(stdout.map((l) => `${l}\n`).join(""))).toBe(3);
     expect(splitlines(auditText + traceText)).toHaveLength(3);

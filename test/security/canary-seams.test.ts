@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretManagerKeyProvider } from "../../src/keys/secret-manager.js";
 import { createRecorder } from "../../src/logging/recorder.js";
+import { CONFIRMED_BY_KEY_DETAIL } from "../../src/policy/audit.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { startEmulator } from "../../src/storelink-emulator.js";
 import { validOrder } from "../helpers/arbitraries.js";
@@ -196,21 +197,29 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
       await waitForHealthy(server, `http://127.0.0.1:${port}/healthz`);
       for (const c of EVERY_PATH) await call(c.name, c.arguments);
       await modernPaths();
-      // The write's transport faults, each with the canary key on the wire.
+      // The write's transport faults, each with the canary key on the wire. An answer lost after
+      // the order landed is confirmed by reading its idempotency key (the canary on that wire too):
+      // the agent gets the order.
       emulator.faults.cutAfterOrders = 1;
-      expect(
-        await call("create_replenishment_order", { ...validOrder("47"), quantity: 2 }),
-      ).toContain("outcome_unknown");
+      const cut = await call("create_replenishment_order", { ...validOrder("47"), quantity: 2 });
+      expect(cut).not.toContain("outcome_unknown");
+      expect(cut).toContain('\\"quantity\\":2,');
       emulator.faults.refuseOrders = [
         { status: 500, code: "internal" },
         { status: 503, code: "unavailable" },
       ];
-      await call("create_replenishment_order", { ...validOrder("47"), quantity: 3 });
+      // A 500 refused before acting: the key is never found within the write's budget, UNCERTAIN.
+      expect(
+        await call("create_replenishment_order", { ...validOrder("47"), quantity: 3 }),
+      ).toContain("outcome_unknown");
       await call("create_replenishment_order", { ...validOrder("47"), quantity: 4 });
       emulator.faults.stallAfterOrders = 1;
-      expect(
-        await call("create_replenishment_order", { ...validOrder("47"), quantity: 5 }),
-      ).toContain("outcome_unknown");
+      const stalled = await call("create_replenishment_order", {
+        ...validOrder("47"),
+        quantity: 5,
+      });
+      expect(stalled).not.toContain("outcome_unknown");
+      expect(stalled).toContain('\\"quantity\\":5,');
       // StoreLink gone: connection refused on reads and writes.
       await emulator.close();
       for (const c of EVERY_PATH) await call(c.name, c.arguments);
@@ -224,6 +233,16 @@ describe("secrets canary through HttpStoreLinkClient to the emulator", () => {
     // The success paths really ran over HTTP with canary keys, so the search covers them.
     expect(bodies.join("\n")).toContain("RPL-47-001");
     expect(files.map((f) => f.text).join("")).toContain("UNCERTAIN");
+    // Both lost answers were confirmed by key (one CREATED line each, with the detail).
+    expect(
+      files
+        .map((f) => f.text)
+        .join("")
+        .split("\n")
+        .filter(
+          (l) => / CREATED .* qty=[25] .*detail=/.test(l) && l.includes(CONFIRMED_BY_KEY_DETAIL),
+        ),
+    ).toHaveLength(2);
     expect(bodies.join("\n")).toContain("Authentication failed for store 63 after key reload");
     // The 2026-07-28 rounds really ran: asked, then written with the buyer's answer.
     expect(bodies.join("\n")).toContain('"resultType":"input_required"');

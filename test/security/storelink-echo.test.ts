@@ -49,6 +49,9 @@ const CONTRACT_CODE: Record<number, string> = {
   503: "unavailable",
 };
 
+/** Reads by idempotency key the echoing StoreLinks received (they echo there too). */
+let keyReads = 0;
+
 /** The echoing StoreLink: real data where the mode leaves an endpoint alone, echoes elsewhere. */
 function echoingStoreLink(mode: () => Mode) {
   const real = new InMemoryStoreLink();
@@ -63,6 +66,7 @@ function echoingStoreLink(mode: () => Mode) {
       res.end(JSON.stringify(body));
     };
     const storeScoped = url.pathname.startsWith("/v1/stores/");
+    if (url.pathname.includes("/order-requests/")) keyReads++;
     if (scope === "store-scoped endpoints" && !storeScoped) {
       // Directory and catalogue answer for real, so the calls go on to use a key.
       if (url.pathname === "/v1/stores") return json(200, { stores: await real.listStores() });
@@ -111,11 +115,6 @@ afterAll(async () => {
 
 describe("a StoreLink echoing the key in codes, messages and headers", () => {
   it("no canary in any tool result, trace, audit line, ops log line or stderr", async () => {
-    let mode: Mode = MODES[0] as Mode;
-    const storelinkServer = echoingStoreLink(() => mode);
-    await new Promise<void>((resolve) => storelinkServer.listen(0, "127.0.0.1", resolve));
-    const { port } = storelinkServer.address() as AddressInfo;
-
     const ops = captureOpsLog();
     let stderr = "";
     const spy = vi.spyOn(process.stderr, "write").mockImplementation((chunk: unknown) => {
@@ -123,32 +122,46 @@ describe("a StoreLink echoing the key in codes, messages and headers", () => {
       return true;
     });
     const logDir = join(dir, "log");
-    const recorder = createRecorder({ dir: logDir });
-    const h = await connect({
-      storelink: new HttpStoreLinkClient({
-        baseUrl: `http://127.0.0.1:${port}`,
-        timeoutMs: 2_000,
-        // No directory cache: every mode must reach /v1/stores.
-        storesTtlMs: 0,
-      }),
-      keys: new MapKeyProvider({ ...KEYS }),
-      recorder,
-    });
     const outputs: unknown[] = [];
-    try {
-      for (const m of MODES) {
-        mode = m;
-        for (const call of EVERY_PATH) {
-          outputs.push(await h.call(call.name, call.arguments).catch((e: unknown) => String(e)));
+    /**
+     * Every path against one echoing mode, through its own server. The modes run side by side:
+     * a write whose answer may have landed asks StoreLink by key for up to ~2 s before it answers
+     * UNCERTAIN, and one after another they would take minutes.
+     */
+    const drive = async (m: Mode, n: number) => {
+      const storelinkServer = echoingStoreLink(() => m);
+      await new Promise<void>((resolve) => storelinkServer.listen(0, "127.0.0.1", resolve));
+      const { port } = storelinkServer.address() as AddressInfo;
+      const recorder = createRecorder({ dir: join(logDir, String(n)) });
+      try {
+        const h = await connect({
+          storelink: new HttpStoreLinkClient({
+            baseUrl: `http://127.0.0.1:${port}`,
+            timeoutMs: 2_000,
+            // No directory cache: every mode must reach /v1/stores.
+            storesTtlMs: 0,
+          }),
+          keys: new MapKeyProvider({ ...KEYS }),
+          recorder,
+        });
+        try {
+          for (const call of EVERY_PATH) {
+            outputs.push(await h.call(call.name, call.arguments).catch((e: unknown) => String(e)));
+          }
+        } finally {
+          await h.close();
         }
+      } finally {
+        await recorder.close();
+        storelinkServer.closeAllConnections();
+        await new Promise<void>((resolve) => storelinkServer.close(() => resolve()));
       }
+    };
+    try {
+      await Promise.all(MODES.map((m, n) => drive(m, n)));
     } finally {
-      await h.close();
-      await recorder.close();
       spy.mockRestore();
       ops.restore();
-      storelinkServer.closeAllConnections();
-      await new Promise<void>((resolve) => storelinkServer.close(() => resolve()));
     }
 
     const files = await filesUnder(logDir);
@@ -157,6 +170,8 @@ describe("a StoreLink echoing the key in codes, messages and headers", () => {
     expect(ops.text()).toContain("tool call failed unexpectedly");
     expect(logs).toContain(" UNCERTAIN ");
     expect(logs).toContain(" REJECTED ");
+    // Lost answers were asked for by key, and those answers echoed as well.
+    expect(keyReads).toBeGreaterThan(0);
     const found = [
       ...findLeaks("tool results", JSON.stringify(outputs), ALL),
       ...findLeaks("ops log", ops.text(), ALL),

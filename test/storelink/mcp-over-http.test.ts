@@ -5,6 +5,7 @@ import { HttpStoreLinkClient } from "../../src/storelink/http.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type RunningEmulator, startEmulator } from "../../src/storelink-emulator.js";
 import { connect, errorOf, type Harness, HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
+import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * The MCP server over the real SDK protocol with HttpStoreLinkClient against the emulator: the
@@ -20,15 +21,18 @@ afterEach(async () => {
   await emulator?.close();
 });
 
+/** `keyReadsDown`: the first N reads by idempotency key fail as unavailable. */
 async function setup(
   keys: StoreKeyProvider = new MapKeyProvider(),
   faults = { cutAfterOrders: 0 },
+  keyReadsDown = 0,
 ): Promise<Harness> {
   emulator = await startEmulator({ faults });
-  harness = await connect({
-    storelink: new HttpStoreLinkClient({ baseUrl: emulator.url, timeoutMs: 5_000 }),
-    keys,
-  });
+  const storelink = new ScriptedStoreLink(
+    new HttpStoreLinkClient({ baseUrl: emulator.url, timeoutMs: 5_000 }),
+  );
+  for (let i = 0; i < keyReadsDown; i++) storelink.fail("getOrderRequest", { kind: "unavailable" });
+  harness = await connect({ storelink, keys });
   return harness;
 }
 
@@ -123,24 +127,32 @@ describe("MCP server over HttpStoreLinkClient", () => {
   });
 
   it("connection cut after the POST landed: outcome_unknown, an UNCERTAIN audit, and the order exists", async () => {
-    const h = await setup(new MapKeyProvider(), { cutAfterOrders: 1 });
+    // StoreLink cannot be asked by key either (four reads within the write's budget).
+    const h = await setup(new MapKeyProvider(), { cutAfterOrders: 1 }, 4);
     const result = await h.call("create_replenishment_order", order);
     const error = errorOf(result);
     expect(error.type).toBe("outcome_unknown");
     expect(error.retryable).toBe(false);
     expect(error.next_step).toContain("get_replenishment_status");
+    const given = (result.structuredContent as { idempotency_key?: string }).idempotency_key;
+    expect(given).toMatch(/^korral-/);
     expect(h.recorder.audits).toHaveLength(1);
     expect(h.recorder.audits[0]).toMatchObject({
       outcome: "UNCERTAIN",
       order_id: null,
       store_id: "47",
       reason: HERO_REASON,
+      idempotency_key: given,
     });
     const status = await h.call("get_replenishment_status", {
       store_id: "47",
-      order_id: "RPL-47-001",
+      idempotency_key: given,
     });
-    expect(status.structuredContent).toMatchObject({ order_id: "RPL-47-001", quantity: 24 });
+    expect(status.structuredContent).toMatchObject({
+      state: "created",
+      order_id: "RPL-47-001",
+      quantity: 24,
+    });
   });
 
   it("StoreLink down: storelink_unavailable for reads and a REJECTED write, no crash", async () => {
