@@ -6,7 +6,7 @@ import { z } from "zod";
 import { ConfigError, parseEnv } from "./config.js";
 import { ApiKey } from "./keys/api-key.js";
 import { isStoreLinkError, type StoreLinkErrorKind } from "./storelink/client.js";
-import { STORELINK_KEY_HEADER } from "./storelink/http.js";
+import { KEY_SOURCE_HEADER, STORELINK_KEY_HEADER } from "./storelink/http.js";
 import { InvalidIdError, isValidIdempotencyKey } from "./storelink/ids.js";
 import { InMemoryStoreLink } from "./storelink/memory.js";
 
@@ -189,6 +189,9 @@ export function createEmulatorApp(options: EmulatorOptions = {}): Express {
         store_id: param(req, "storeId"),
         ...body.data,
         ...(key?.success ? { idempotency_key: key.data } : {}),
+        ...(key?.success && req.get(KEY_SOURCE_HEADER) === "server"
+          ? { key_made_by_server: true }
+          : {}),
       };
       if ((faults.dropOrders ?? 0) > 0) {
         // Lost on the way: nothing is applied, and the caller hears nothing.

@@ -36,8 +36,9 @@ export interface OrderRequest {
    */
   idempotency_key?: string;
   /**
-   * The key was made by this server because the agent gave none: the embedded StoreLink folds an
-   * identical such order within its dedupe window, as it folds key-less ones. Never sent.
+   * The key was made by this server because the agent gave none: a StoreLink with a key-less
+   * dedupe window (the embedded one, the emulator) folds an identical such order within it, as it
+   * folds key-less ones. Over HTTP it is the `Idempotency-Key-Source: server` header (1.1).
    */
   key_made_by_server?: boolean;
 }

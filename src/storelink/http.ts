@@ -25,6 +25,8 @@ import {
 import { checkId, checkIdempotencyKey } from "./ids.js";
 
 export const STORELINK_KEY_HEADER = "X-StoreLink-Key";
+/** Contract 1.1: `server` when this server made the create's Idempotency-Key (its agent sent none). */
+export const KEY_SOURCE_HEADER = "Idempotency-Key-Source";
 
 export interface HttpStoreLinkOptions {
   /** Base URL of StoreLink, e.g. http://127.0.0.1:8090 (paths are /v1/...). */
@@ -295,6 +297,8 @@ export class HttpStoreLinkClient implements StoreLinkClient {
     };
     if (request.idempotency_key !== undefined) {
       headers["Idempotency-Key"] = request.idempotency_key;
+      // A StoreLink with a key-less dedupe window folds it as it folds key-less orders.
+      if (request.key_made_by_server === true) headers[KEY_SOURCE_HEADER] = "server";
     }
     const body = JSON.stringify({
       sku: request.sku,
