@@ -43,8 +43,8 @@ const TRIES = 8;
 const PAUSES_MS = [300, 700, 1_200, 2_000, 3_000, 4_000, 5_000];
 /** Longer than the 10 s the brief asks of an outage. */
 const OUTAGE_MS = 11_000;
-/** Answers after which the agent tries again (with the same key, when it has one). */
-const RETRIED = new Set(["outcome_unknown", "limits_unavailable", "connection_lost", "internal"]);
+/** Tool errors after which the agent tries again (with the same key, when it has one). */
+const RETRIED = new Set(["outcome_unknown", "limits_unavailable", "internal"]);
 /** The answers that give the agent its order. */
 const HAS_ORDER = new Set(["created", "replayed"]);
 
@@ -80,73 +80,108 @@ interface LogicalOrder {
   lastCallAt: number;
 }
 
-/** A call's result, or undefined when the connection failed (a killed replica). */
+/** A call's result, or why no answer came: the connection was refused, or lost mid-call. */
 async function tryCall(
   replica: Replica,
   name: string,
   args: Record<string, unknown>,
-): Promise<CallToolResult | undefined> {
+): Promise<CallToolResult | "connection_refused" | "connection_lost"> {
   try {
     return await call(replica.url, name, args);
-  } catch {
-    return undefined;
+  } catch (error) {
+    // A killed replica not yet replaced refuses the connection: nothing reached it.
+    const code = (error as { cause?: { code?: unknown } }).cause?.code;
+    return code === "ECONNREFUSED" ? "connection_refused" : "connection_lost";
   }
 }
 
 const structured = (result: CallToolResult): Record<string, unknown> =>
   (result.structuredContent ?? {}) as Record<string, unknown>;
 
-/** The agent: the tool's instructions, followed for at most TRIES calls. */
+/** Answers after which the write may have landed: the agent may ask by key before resending. */
+const MAY_HAVE_LANDED = new Set([
+  "outcome_unknown",
+  "internal",
+  "connection_lost",
+  "status:unknown",
+  "status:in_progress",
+  "status:connection_lost",
+  "status:connection_refused",
+]);
+
+/**
+ * The agent: the tool's instructions, followed for at most TRIES calls. After an answer that
+ * leaves the order uncertain it asks get_replenishment_status by key (an asker, until it has
+ * heard "unknown" twice in a row; else now and then) or resends with the same key and
+ * parameters; after a refusal that sent nothing it resends. Without a key, it resends only what
+ * surely was not sent: a key-less retry of a lost write could load a second truck.
+ */
 async function runAgent(order: LogicalOrder, pick: () => Replica, random: () => number) {
   const args = { store_id: order.store, sku: order.sku, quantity: order.quantity };
+  let last = "";
+  let unknowns = 0;
   for (let n = 0; n < TRIES; n++) {
     if (n > 0) await sleep(PAUSES_MS[n - 1] as number);
     order.lastCallAt = Date.now();
-    if (n > 0 && order.key !== undefined && random() < (order.asker ? 0.8 : 0.2)) {
+    const ask =
+      order.key !== undefined &&
+      MAY_HAVE_LANDED.has(last) &&
+      (order.asker ? unknowns < 2 : random() < 0.2);
+    if (ask) {
       const result = await tryCall(pick(), "get_replenishment_status", {
         store_id: order.store,
         idempotency_key: order.key,
       });
       const said =
-        result === undefined
-          ? "connection_lost"
+        typeof result === "string"
+          ? result
           : result.isError
             ? outcomeOf(result)
             : String(structured(result).state);
-      order.outcomes.push(`status:${said}`);
-      if (said === "created") {
+      last = `status:${said}`;
+      order.outcomes.push(last);
+      if (typeof result !== "string" && said === "created") {
         order.final = "created";
-        order.orderId = String(result && structured(result).order_id);
+        order.orderId = String(structured(result).order_id);
         return;
       }
       if (said === "not_created") {
         order.final = "not_created";
         return;
       }
+      unknowns++;
       continue;
     }
+    unknowns = 0;
     const sent = {
       ...args,
       reason: HERO_REASON,
       ...(order.key === undefined ? {} : { idempotency_key: order.key }),
     };
     const result = await tryCall(pick(), "create_replenishment_order", sent);
-    const outcome = result === undefined ? "connection_lost" : outcomeOf(result);
-    order.outcomes.push(outcome);
-    if (result !== undefined && outcome === "ok") {
+    last = typeof result === "string" ? result : outcomeOf(result);
+    order.outcomes.push(last);
+    if (typeof result === "string") {
+      if (order.key === undefined && result === "connection_lost") {
+        order.final = "unknown_without_key";
+        return;
+      }
+      continue;
+    }
+    if (last === "ok") {
       order.final = structured(result).replayed === true ? "replayed" : "created";
       order.orderId = String(structured(result).order_id);
       return;
     }
-    const returnedKey = result === undefined ? undefined : structured(result).idempotency_key;
+    const returnedKey = structured(result).idempotency_key;
     if (order.key === undefined && typeof returnedKey === "string") order.key = returnedKey;
-    // Without a key, only a write refused unsent may be sent again (a second truck otherwise).
-    if (order.key === undefined && outcome !== "limits_unavailable" && RETRIED.has(outcome)) {
-      order.final = "unknown_without_key";
+    if (!RETRIED.has(last)) {
+      order.final = last;
       return;
     }
-    if (!RETRIED.has(outcome)) {
-      order.final = outcome;
+    // Without a key, only a write refused unsent may be sent again.
+    if (order.key === undefined && last !== "limits_unavailable") {
+      order.final = "unknown_without_key";
       return;
     }
   }
