@@ -112,7 +112,7 @@ const MAY_HAVE_LANDED = new Set([
 /**
  * The agent: the tool's instructions, followed for at most TRIES calls. After an answer that
  * leaves the order uncertain it asks get_replenishment_status by key (an asker, until it has
- * heard "unknown" twice in a row; else now and then) or resends with the same key and
+ * heard "unknown" three times in a row; else now and then) or resends with the same key and
  * parameters; after a refusal that sent nothing it resends. Without a key, it resends only what
  * surely was not sent: a key-less retry of a lost write could load a second truck.
  */
@@ -126,7 +126,7 @@ async function runAgent(order: LogicalOrder, pick: () => Replica, random: () => 
     const ask =
       order.key !== undefined &&
       MAY_HAVE_LANDED.has(last) &&
-      (order.asker ? unknowns < 2 : random() < 0.2);
+      (order.asker ? unknowns < 3 : random() < 0.2);
     if (ask) {
       const result = await tryCall(pick(), "get_replenishment_status", {
         store_id: order.store,
@@ -286,6 +286,17 @@ describe.runIf(REDIS_AVAILABLE).each([20261201, 4242, 977])(
         orderId: undefined,
         lastCallAt: 0,
       }));
+      // Creates StoreLink refused because their key was fenced (late copies, resends), counted.
+      let refusedFenced = 0;
+      const create = fleet.storelink.createOrder.bind(fleet.storelink);
+      fleet.storelink.createOrder = async (...args) => {
+        try {
+          return await create(...args);
+        } catch (error) {
+          if (isStoreLinkError(error, "idempotency_key_fenced")) refusedFenced++;
+          throw error;
+        }
+      };
       const started = Date.now();
       const at = (ms: number) => sleep(Math.max(0, started + ms - Date.now()));
 
@@ -295,11 +306,21 @@ describe.runIf(REDIS_AVAILABLE).each([20261201, 4242, 977])(
         await runAgent(order, pick, random);
       });
 
+      // Redis is killed and, after more than ten seconds, started again on its data.
+      const outage = (async () => {
+        await at(2_000 + random() * 2_000);
+        await redis.kill();
+        await sleep(OUTAGE_MS);
+        redis = await forTheFile(() => startRedis({ port: redis.port, persistIn: dataDir }));
+      })();
+
       // Faults for the next order POSTs, armed four times: a request dropped before StoreLink, an
       // answer lost after the order landed, and a copy delivered late (each delay at least once).
       const faults = (async () => {
         for (let step = 0; step < 4; step++) {
-          await at(step * 2_500);
+          // Two before the outage, two once Redis is back (the agents' resends come then).
+          if (step < 2) await at(step * 2_500);
+          else await outage.then(() => sleep((step - 2) * 2_500));
           if (step === 0 || random() < 0.5) {
             fleet.faults.dropOrders = (fleet.faults.dropOrders ?? 0) + 1;
           }
@@ -312,11 +333,13 @@ describe.runIf(REDIS_AVAILABLE).each([20261201, 4242, 977])(
         }
       })();
 
-      // Two replicas are killed (-9) while a write is at StoreLink, and started again.
+      // Two replicas are killed (-9) while a write is at StoreLink, and started again: one before
+      // the outage, one after it.
       let kills = 0;
       const killing = (async () => {
-        for (const when of [1_000 + random() * 3_000, 6_000 + random() * 4_000]) {
-          await at(when);
+        for (const step of [0, 1]) {
+          if (step === 0) await at(1_000 + random() * 3_000);
+          else await outage.then(() => sleep(random() * 3_000));
           const seen = fleet.storelink.received;
           try {
             await until(() => fleet.storelink.received > seen, "a write at StoreLink", 8_000);
@@ -328,14 +351,6 @@ describe.runIf(REDIS_AVAILABLE).each([20261201, 4242, 977])(
           kills++;
           fleet.replicas[victim] = await fleet.start();
         }
-      })();
-
-      // Redis is killed and, after more than ten seconds, started again on its data.
-      const outage = (async () => {
-        await at(2_000 + random() * 2_000);
-        await redis.kill();
-        await sleep(OUTAGE_MS);
-        redis = await forTheFile(() => startRedis({ port: redis.port, persistIn: dataDir }));
       })();
 
       await Promise.all([...agents, faults, killing, outage]);
@@ -497,7 +512,7 @@ describe.runIf(REDIS_AVAILABLE).each([20261201, 4242, 977])(
         `seed ${seed}: UNCERTAIN=${uncertain.length} inline=${inline} ` +
           `RESOLVED CREATED=${byOutcome("CREATED")} NOT_CREATED=${byOutcome("NOT_CREATED")} ` +
           `(without an outcome line: ${resolvedOnly}) longest UNCERTAIN->RESOLVED=${longest} ms; ` +
-          `orders=${storelinkOrders.length} fenced keys=${fenced} kills=${kills} ` +
+          `orders=${storelinkOrders.length} fenced keys=${fenced} creates refused as fenced=${refusedFenced} kills=${kills} ` +
           `gave up=${orders.filter((o) => o.gaveUp).length} finals=${JSON.stringify(Object.fromEntries(finals))}`,
       );
     }, 240_000);
