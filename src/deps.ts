@@ -12,6 +12,7 @@ import { NO_POLICY, policySourceFor } from "./policy/policy-source.js";
 import { limiterFor } from "./policy/rate-limit.js";
 import { stateSigner } from "./policy/request-state.js";
 import { createStoreLink } from "./storelink/index.js";
+import { NO_TELEMETRY } from "./telemetry/api.js";
 import type { Deps } from "./tools/define.js";
 
 /**
@@ -48,6 +49,7 @@ export function composeDeps(
     signer: given.signer ?? stateSigner(cfg().requestStateKey, cfg().previousRequestStateKey),
     requireConfirmation: given.requireConfirmation ?? cfg().requireConfirmation,
     policy: given.policy ?? policySourceFor(cfg(), inject) ?? NO_POLICY,
+    telemetry: given.telemetry ?? NO_TELEMETRY,
   };
 }
 

@@ -95,6 +95,7 @@ export async function callTool(
       signer: deps.signer,
       requireConfirmation: deps.requireConfirmation,
       policy: deps.policy,
+      telemetry: deps.telemetry,
       call,
       rounds,
       onSend: (order) => inflight.markSent(order),

@@ -10,6 +10,7 @@ import type { PolicySource } from "../policy/policy-source.js";
 import type { CallLimiter } from "../policy/rate-limit.js";
 import type { StateSigner } from "../policy/request-state.js";
 import type { StoreLinkClient } from "../storelink/client.js";
+import type { Telemetry } from "../telemetry/api.js";
 import type { ToolName } from "./names.js";
 
 /**
@@ -33,6 +34,8 @@ export interface Deps {
   requireConfirmation: boolean;
   /** Which stores each principal may read and order for (NO_POLICY: every store, for all). */
   policy: PolicySource;
+  /** Spans and metrics (telemetry/api.ts); NO_TELEMETRY unless OTEL_EXPORTER_OTLP_ENDPOINT is set. */
+  telemetry: Telemetry;
 }
 
 /**
