@@ -29,7 +29,13 @@ async function main(): Promise<void> {
   let stdoutBroken = false;
   // The SDK picks the era from the opening exchange and pins one server for the connection.
   const connection = serveStdio(
-    ({ era }) => createServer(deps, { ...unverifiedOrigin(by, caller), era, asks2025: true }),
+    ({ era }) =>
+      createServer(deps, {
+        ...unverifiedOrigin(by, caller),
+        era,
+        asks2025: true,
+        transport: "pipe",
+      }),
     {
       transport,
       onerror: (error) => {

@@ -7,9 +7,10 @@ import { requestLogging } from "../logging/http-middleware.js";
 import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
-import { callTool } from "../mcp/call-tool.js";
-import { SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
+import { type CallTrace, callTool } from "../mcp/call-tool.js";
+import { MODERN_REVISION, SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import { unverifiedPrincipal } from "../policy/principal.js";
+import { traceParentOf, traceParentOfHeaders } from "../telemetry/api.js";
 import type { Deps } from "../tools/define.js";
 import type { AuthGate } from "./auth/gate.js";
 import {
@@ -29,6 +30,12 @@ import { hostGuard, originGuard, rpcError } from "./guards.js";
 import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
 import { endWithJson } from "./json-answer.js";
 import { mcpHttpHandler } from "./mcp-handler.js";
+
+/** The 2025 revision a request names in its header, for its span (none: the latest 2025 one). */
+const legacyRevisionOf = (req: Request): string => {
+  const named = req.headers["mcp-protocol-version"];
+  return typeof named === "string" ? named : "2025-06-18";
+};
 
 /** The health answer's paths: the probes' and one Cloud Run's front end never reserves. */
 export const HEALTH_PATHS = ["/healthz", "/health"];
@@ -99,14 +106,23 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   };
   const fastReads = options.fastReads !== false;
   /** A plain read (fast-reads.ts): the tool's answer in the SDK's shape for its era. */
-  const serveFastRead = (res: Response, read: FastRead, origin: CallOrigin) => {
+  const traced = deps.telemetry.enabled;
+  const serveFastRead = (res: Response, read: FastRead, origin: CallOrigin, req: Request) => {
     const abort = new AbortController();
     // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
     // every request.
     res.once("close", () => {
       if (!res.writableFinished) abort.abort();
     });
-    callTool(deps, read.name, read.args, origin, { signal: abort.signal }).then(
+    const trace: CallTrace | undefined = traced
+      ? {
+          parent: traceParentOf(read.meta) ?? traceParentOfHeaders(req.headers),
+          transport: "tcp",
+          protocolVersion: read.era === "modern" ? MODERN_REVISION : legacyRevisionOf(req),
+          jsonrpcId: read.id,
+        }
+      : undefined;
+    callTool(deps, read.name, read.args, origin, { signal: abort.signal, trace }).then(
       (result) => {
         if (res.destroyed) return;
         endWithJson(res, 200, fastReadAnswer(read.id, result, read.era));
@@ -145,11 +161,11 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
       token: "",
       clientId: origin.caller,
       scopes: verified ? [...verified.scopes] : [],
-      extra: { origin },
+      extra: traced ? { origin, httpTrace: traceParentOfHeaders(req.headers) } : { origin },
     };
     const read = fastReads ? fastReadOf(body, req.headers) : undefined;
     if (read) {
-      serveFastRead(res, read, origin);
+      serveFastRead(res, read, origin, req);
       return;
     }
     handle(req, res, { body, era: eraOf(body, req.headers), authInfo }).catch((error: unknown) =>

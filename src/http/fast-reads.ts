@@ -8,7 +8,7 @@ import {
   SERVER_INFO_META_KEY,
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "@modelcontextprotocol/server";
-import { type Era, SERVER_INFO } from "../mcp/server.js";
+import { type Era, MODERN_REVISION, SERVER_INFO } from "../mcp/server.js";
 import { TOOLS } from "../tools/index.js";
 import { eraOf } from "./era.js";
 
@@ -25,7 +25,7 @@ import { eraOf } from "./era.js";
  * of both eras through both and requires the same answers and trace lines.
  */
 
-const REVISION = "2026-07-28";
+const REVISION = MODERN_REVISION;
 const READ_TOOLS = new Set(
   TOOLS.filter((tool) => tool.listing.annotations.readOnlyHint === true).map((tool) => tool.name),
 );
@@ -35,13 +35,25 @@ const ENVELOPE_KEYS = new Set([
   CLIENT_CAPABILITIES_META_KEY,
 ]);
 
-/** A read the fast path answers: its era, JSON-RPC id, tool name and arguments. */
+/**
+ * The trace keys the MCP semantic conventions put in `params._meta` (W3C trace context and
+ * baggage): a read that carries them, as a traced agent sends every call, stays on this path.
+ */
+const TRACE_KEYS = new Set(["traceparent", "tracestate", "baggage"]);
+
+/** A read the fast path answers: its era, JSON-RPC id, tool name, arguments and `_meta`. */
 export interface FastRead {
   era: Era;
   id: string | number;
   name: string;
   args: Record<string, unknown> | undefined;
+  /** `params._meta` as sent (its trace keys parent the call's span). */
+  meta: Record<string, unknown> | undefined;
 }
+
+/** Whether `key` of `meta` is a trace key with a string value (as the SDK passes it through). */
+const isTraceKey = (meta: Record<string, unknown>, key: string): boolean =>
+  TRACE_KEYS.has(key) && typeof meta[key] === "string";
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value);
@@ -64,21 +76,23 @@ export function fastReadOf(body: unknown, headers: IncomingHttpHeaders): FastRea
   const accept = headers.accept;
   if (!accept?.includes("application/json")) return;
   for (const header in headers) if (header.startsWith("mcp-param-")) return;
-  if (meta === undefined) {
+  if (meta === undefined || (isPlainObject(meta) && !(PROTOCOL_VERSION_META_KEY in meta))) {
     // The 2025 transport requires both types in Accept (406 otherwise).
     if (!accept.includes("text/event-stream")) return;
-    // No envelope, no MCP headers but a 2025 revision: the plain 2025 stateless call.
-    for (const key in params) if (key !== "name" && key !== "arguments") return;
+    // No envelope, no MCP headers but a 2025 revision: the plain 2025 stateless call, with at
+    // most the trace keys in `_meta`.
+    for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return;
+    if (meta !== undefined) for (const key in meta) if (!isTraceKey(meta, key)) return;
     const version = headers["mcp-protocol-version"];
     if (version !== undefined && (typeof version !== "string" || !LEGACY_REVISIONS.has(version))) {
       return;
     }
     if (headers["mcp-method"] !== undefined || headers["mcp-name"] !== undefined) return;
-    return { era: "legacy", id, name, args };
+    return { era: "legacy", id, name, args, meta };
   }
   for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return;
   if (!isPlainObject(meta) || meta[PROTOCOL_VERSION_META_KEY] !== REVISION) return;
-  for (const key in meta) if (!ENVELOPE_KEYS.has(key)) return;
+  for (const key in meta) if (!ENVELOPE_KEYS.has(key) && !isTraceKey(meta, key)) return;
   // The envelope as the SDK's own spec types have it: capabilities required, clientInfo optional.
   const info = meta[CLIENT_INFO_META_KEY];
   if (info !== undefined && !isSpecType.Implementation(info)) return;
@@ -87,7 +101,7 @@ export function fastReadOf(body: unknown, headers: IncomingHttpHeaders): FastRea
   if (headers["mcp-protocol-version"] !== REVISION) return;
   if (headers["mcp-method"] !== "tools/call" || headers["mcp-name"] !== name) return;
   if (eraOf(body, headers) !== "modern") return;
-  return { era: "modern", id, name, args };
+  return { era: "modern", id, name, args, meta };
 }
 
 /** The JSON-RPC answer to a fast read, shaped as the SDK shapes a result of `era`. */

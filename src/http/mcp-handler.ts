@@ -8,6 +8,7 @@ import {
 import type { CallOrigin } from "../logging/call-record.js";
 import { forTheWire } from "../mcp/protocol-error.js";
 import { createServer, type Era } from "../mcp/server.js";
+import type { TraceParent } from "../telemetry/api.js";
 import type { Deps } from "../tools/define.js";
 import { endWithJson } from "./json-answer.js";
 
@@ -33,7 +34,13 @@ const FORWARDED_HEADERS = [
 export function mcpHttpHandler(deps: Deps) {
   // The request's origin, as the app established it (app.ts): never read from the client.
   const build = (era: Era, authInfo: AuthInfo | undefined) =>
-    createServer(deps, { ...(authInfo?.extra?.origin as CallOrigin), era, asks2025: false });
+    createServer(deps, {
+      ...(authInfo?.extra?.origin as CallOrigin),
+      era,
+      asks2025: false,
+      transport: "tcp",
+      httpTrace: authInfo?.extra?.httpTrace as TraceParent | undefined,
+    });
   const modern = createMcpHandler(({ era, authInfo }) => build(era, authInfo), {
     legacy: "reject",
   });

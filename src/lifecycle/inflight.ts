@@ -16,6 +16,7 @@ import { abandonedWrite, intentOf, orderFieldsOf } from "../policy/audit.js";
  */
 export class InflightCall implements CallRecorder {
   #audited = false;
+  #lastAudit: AuditRecord | undefined;
   /** The order as handed to StoreLink, once it was. */
   #sent: SentOrder | undefined;
   constructor(
@@ -29,8 +30,14 @@ export class InflightCall implements CallRecorder {
     this.recorder.trace(record, context);
   }
 
+  /** The call's audit line, once it has written it (its outcome and key join its span). */
+  get auditLine(): AuditRecord | undefined {
+    return this.#lastAudit;
+  }
+
   audit(record: AuditRecord, context?: TraceFields): Promise<boolean | void> {
     this.#audited = true;
+    this.#lastAudit = record;
     return this.recorder.audit(record, context);
   }
 

@@ -60,3 +60,20 @@ export function traceFieldsFromHeaders(
   if (match[3]) fields["logging.googleapis.com/trace_sampled"] = match[3] === "1";
   return fields;
 }
+
+/**
+ * The trace fields of this server's own span (telemetry on): the log lines of a call point at
+ * its SERVER span. Without a project id there is nothing to build.
+ */
+export function traceFieldsOfSpan(ids: {
+  traceId: string;
+  spanId: string;
+  sampled: boolean;
+}): TraceFields {
+  if (!traceProject) return {};
+  return {
+    "logging.googleapis.com/trace": `projects/${traceProject}/traces/${ids.traceId}`,
+    "logging.googleapis.com/spanId": ids.spanId,
+    "logging.googleapis.com/trace_sampled": ids.sampled,
+  };
+}

@@ -9,8 +9,12 @@ import { toToolError } from "../errors.js";
 import { InflightCall, inflightCalls } from "../lifecycle/inflight.js";
 import { type CallOrigin, type CallRecord, callRecord, traceOf } from "../logging/call-record.js";
 import { opsLog } from "../logging/ops.js";
+import { traceFieldsOfSpan } from "../logging/trace-context.js";
+import { NO_SPAN, type TraceParent } from "../telemetry/api.js";
+import { ATTR } from "../telemetry/conventions.js";
 import { AskBuyer, type Deps, type Rounds, type ToolContext } from "../tools/define.js";
 import { TOOLS } from "../tools/index.js";
+import { tracedStoreLink } from "./traced-storelink.js";
 
 /** The tool listing, built once per process. */
 export const TOOL_LIST = { tools: TOOLS.map((tool) => tool.listing) };
@@ -28,6 +32,17 @@ export interface CallOptions {
    * come: the write's own not-confirmed outcome, audited and traced, as a tool result.
    */
   onUnanswered?: (settle: () => Promise<CallToolResult>) => void;
+  /** What the call's SERVER span says of its request (telemetry on only). */
+  trace?: CallTrace;
+}
+
+/** The request around a tool call, as its span says it. */
+export interface CallTrace {
+  /** The client's trace context: `params._meta` first, else the HTTP headers. */
+  parent?: TraceParent | undefined;
+  transport: "tcp" | "pipe";
+  protocolVersion?: string | undefined;
+  jsonrpcId?: string | number | undefined;
 }
 
 /**
@@ -41,11 +56,19 @@ export async function callTool(
   name: string,
   args: unknown,
   origin: CallOrigin,
-  { signal, rounds, onUnanswered }: CallOptions,
+  { signal, rounds, onUnanswered, trace }: CallOptions,
 ): Promise<CallToolResult | InputRequiredResult> {
-  const call = callRecord(origin, newRequestId(), name, args, signal);
   const tool = TOOLS_BY_NAME.get(name);
+  const span = deps.telemetry.enabled
+    ? requestSpan(deps, name, trace, tool?.listing.annotations.readOnlyHint === false)
+    : NO_SPAN;
+  // With a span, the call's log lines name it: "show trace" from a line lands on this span.
+  const traced = span.ids ? { ...origin, traceFields: traceFieldsOfSpan(span.ids) } : origin;
+  const call = callRecord(traced, newRequestId(), name, args, signal);
+  span.set({ [ATTR.requestId]: call.requestId });
   if (!tool) {
+    span.fail("unknown_tool");
+    span.end();
     // Every call is traced, one the server cannot run too (its name and arguments are capped).
     deps.recorder.trace(
       traceOf(call, {
@@ -86,7 +109,9 @@ export async function callTool(
     // Spelled out rather than spread (one fixed shape per call); the type makes every field of
     // ToolContext required here, so a new one cannot be forgotten.
     const ctx: { [K in keyof Required<ToolContext>]: ToolContext[K] } = {
-      storelink: deps.storelink,
+      storelink: deps.telemetry.enabled
+        ? tracedStoreLink(deps.storelink, deps.telemetry, span)
+        : deps.storelink,
       keys: deps.keys,
       recorder: inflight,
       orderCap: deps.orderCap,
@@ -122,7 +147,34 @@ export async function callTool(
   }
   inflightCalls.end(inflight);
   traceAs(storeId, error, asking);
+  if (span !== NO_SPAN) {
+    const audited = inflight.auditLine;
+    span.set({
+      [ATTR.storeId]: storeId ?? undefined,
+      [ATTR.auditOutcome]: audited?.outcome,
+      [ATTR.idempotencyKey]: audited?.idempotency_key,
+    });
+    if (error !== null) span.fail(error.slice(0, error.indexOf(":")));
+    span.end();
+  }
   return result;
+}
+
+/** The SERVER span of a tools/call request: a write is always recorded. */
+function requestSpan(deps: Deps, name: string, trace: CallTrace | undefined, write: boolean) {
+  return deps.telemetry.request({
+    method: "tools/call",
+    target: name,
+    parent: trace?.parent,
+    write,
+    attributes: {
+      [ATTR.toolName]: name,
+      [ATTR.operationName]: "execute_tool",
+      [ATTR.jsonrpcId]: trace?.jsonrpcId === undefined ? undefined : String(trace.jsonrpcId),
+      [ATTR.protocolVersion]: trace?.protocolVersion,
+      [ATTR.transport]: trace?.transport,
+    },
+  });
 }
 
 /** A failed call as the model reads it: a safe message, a next step, never a stack. */

@@ -10,6 +10,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { type CallOrigin, unverifiedOrigin } from "../logging/call-record.js";
+import { type TraceParent, traceParentOf } from "../telemetry/api.js";
 import type { Deps, Rounds } from "../tools/define.js";
 import { CALL_SEQUENCE, TOOL_COUNT } from "../tools/names.js";
 import { callTool, TOOL_LIST } from "./call-tool.js";
@@ -54,6 +55,9 @@ const CONFIRMATION_TIMEOUT_MS = 5 * 60_000;
 /** The era a server instance serves, as the SDK's entries (createMcpHandler, serveStdio) say. */
 export type Era = "legacy" | "modern";
 
+/** The protocol revision of the 2026-07-28 era, as a span names it. */
+export const MODERN_REVISION = "2026-07-28";
+
 /** Who a server instance serves, as the entry that built it established. */
 export interface Caller extends CallOrigin {
   era: Era;
@@ -64,6 +68,10 @@ export interface Caller extends CallOrigin {
    * KORRAL_REQUIRE_CONFIRMATION).
    */
   asks2025: boolean;
+  /** The transport, as the request's span says it: `pipe` (stdio) or `tcp` (HTTP). */
+  transport: "pipe" | "tcp";
+  /** The HTTP request's trace context (`traceparent` header), the parent when `_meta` has none. */
+  httpTrace?: TraceParent | undefined;
 }
 
 /** The caller of a server built without one: one 2025 client on a transport of its own (stdio). */
@@ -71,6 +79,7 @@ export const DIRECT_CALLER: Caller = {
   ...unverifiedOrigin("local:direct", "stdio"),
   era: "legacy",
   asks2025: true,
+  transport: "pipe",
 };
 
 /** Whether client capabilities declare form elicitation (`elicitation: {}` declares form mode). */
@@ -160,6 +169,12 @@ export function createServer(deps: Deps, who: Caller = DIRECT_CALLER): Server {
     server.unanswered.delete(id);
     return callTool(deps, params.name, params.arguments, who, {
       signal: ctx.mcpReq.signal,
+      trace: {
+        parent: traceParentOf(params._meta) ?? who.httpTrace,
+        transport: who.transport,
+        protocolVersion: who.era === "modern" ? MODERN_REVISION : undefined,
+        jsonrpcId: id,
+      },
       rounds: roundsOf(deps, who, server, ctx),
       // A 2025 buyer asked by the shim: if no second round comes, the answer (or the abort of a
       // cancelled call) settles the write as not confirmed.

@@ -109,6 +109,19 @@ export interface StoreLinkClient {
    * running: ask again), `unavailable` (nothing decided), `unsupported`.
    */
   fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey): Promise<FenceResult>;
+  /**
+   * This client for one traced call, where it makes requests (HTTP): they carry `traceparent`
+   * and report their status. A client without requests (the embedded one) has none.
+   */
+  traced?(trace: StoreLinkTrace): StoreLinkClient;
+}
+
+/** A traced call's hooks into the requests it makes. */
+export interface StoreLinkTrace {
+  /** The W3C traceparent to send, when the call's span has one. */
+  traceparent: string | undefined;
+  /** The HTTP status of each answer. */
+  onStatus(status: number): void;
 }
 
 export type StoreLinkErrorKind =

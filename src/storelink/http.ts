@@ -14,6 +14,7 @@ import {
   type StoreLinkClient,
   StoreLinkError,
   type StoreLinkErrorKind,
+  type StoreLinkTrace,
 } from "./client.js";
 import {
   checkedCreate,
@@ -27,6 +28,12 @@ import { checkId, checkIdempotencyKey } from "./ids.js";
 export const STORELINK_KEY_HEADER = "X-StoreLink-Key";
 /** Contract 1.1: `server` when this server made the create's Idempotency-Key (its agent sent none). */
 export const KEY_SOURCE_HEADER = "Idempotency-Key-Source";
+
+interface SharedState {
+  stores: { at: number; value: Promise<Store[]> } | undefined;
+  /** Connection failures already named in the ops log (see sayConnectionFailure). */
+  saidCauses: Set<string>;
+}
 
 export interface HttpStoreLinkOptions {
   /** Base URL of StoreLink, e.g. http://127.0.0.1:8090 (paths are /v1/...). */
@@ -192,16 +199,39 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   readonly #storesTtlMs: number;
   readonly #fetch: typeof fetch;
   readonly #now: () => number;
-  #stores: { at: number; value: Promise<Store[]> } | undefined;
-  /** Connection failures already named in the ops log (see sayConnectionFailure). */
-  readonly #saidCauses = new Set<string>();
+  readonly #options: HttpStoreLinkOptions;
+  /** What every view of this client shares: the directory cache, the causes said. */
+  readonly #shared: SharedState;
+  readonly #trace: StoreLinkTrace | undefined;
 
-  constructor(options: HttpStoreLinkOptions) {
+  constructor(
+    options: HttpStoreLinkOptions,
+    shared: SharedState = { stores: undefined, saidCauses: new Set() },
+    trace?: StoreLinkTrace,
+  ) {
+    this.#options = options;
     this.#base = options.baseUrl.replace(/\/+$/, "");
     this.#timeoutMs = options.timeoutMs ?? 5_000;
     this.#storesTtlMs = options.storesTtlMs ?? 30_000;
     this.#fetch = options.fetch ?? fetch;
     this.#now = options.now ?? Date.now;
+    this.#shared = shared;
+    this.#trace = trace;
+  }
+
+  /** This client for one traced call: its requests carry `traceparent` and report their status. */
+  traced(trace: StoreLinkTrace): StoreLinkClient {
+    return new HttpStoreLinkClient(this.#options, this.#shared, trace);
+  }
+
+  get #stores(): SharedState["stores"] {
+    return this.#shared.stores;
+  }
+  set #stores(entry: SharedState["stores"]) {
+    this.#shared.stores = entry;
+  }
+  get #saidCauses(): Set<string> {
+    return this.#shared.saidCauses;
   }
 
   listStores(): Promise<Store[]> {
@@ -335,6 +365,14 @@ export class HttpStoreLinkClient implements StoreLinkClient {
 
   /** fetch with a deadline; transport failures become `unavailable` or `outcome_unknown`. */
   async #send(url: string, init: RequestInit, mode: Mode, ids: Ids): Promise<Response> {
+    const trace = this.#trace;
+    if (trace?.traceparent !== undefined) {
+      // Optional in the contract: StoreLink's own spans join the caller's trace.
+      init.headers = {
+        ...(init.headers as Record<string, string>),
+        traceparent: trace.traceparent,
+      };
+    }
     try {
       // A redirect is off-contract and is never followed: the key must not reach another origin.
       const response = await this.#fetch(url, {
@@ -343,6 +381,7 @@ export class HttpStoreLinkClient implements StoreLinkClient {
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
       this.#saidCauses.clear();
+      trace?.onStatus(response.status);
       return response;
     } catch (error) {
       const failure = classify(error);

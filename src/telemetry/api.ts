@@ -80,3 +80,21 @@ export const NO_TELEMETRY: Telemetry = {
   limitsAvailable() {},
   shutdown: () => Promise.resolve(),
 };
+
+/** The trace context in a request's `params._meta` (the MCP conventions' carrier), if any. */
+export function traceParentOf(meta: unknown): TraceParent | undefined {
+  if (meta === null || typeof meta !== "object") return undefined;
+  const { traceparent, tracestate } = meta as Record<string, unknown>;
+  if (typeof traceparent !== "string") return undefined;
+  return { traceparent, tracestate: typeof tracestate === "string" ? tracestate : undefined };
+}
+
+/** The trace context of an HTTP request's headers, if any. */
+export function traceParentOfHeaders(
+  headers: Record<string, string | string[] | undefined>,
+): TraceParent | undefined {
+  const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+  const traceparent = first(headers.traceparent);
+  if (traceparent === undefined) return undefined;
+  return { traceparent, tracestate: first(headers.tracestate) };
+}
