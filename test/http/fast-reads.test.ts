@@ -53,6 +53,12 @@ type Cases = [string, Case][];
 const X = { name: "lookup_sku", args: { query: "x" } };
 
 /** Cases both eras share: plain reads the fast path takes, then requests it must leave alone. */
+const TRACE_META = {
+  traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+  tracestate: "vendor=1",
+  baggage: "tenant=korral",
+};
+
 const BOTH: { fast: Cases; slow: Cases } = {
   fast: [
     [
@@ -74,8 +80,11 @@ const BOTH: { fast: Cases; slow: Cases } = {
       "a charset in Content-Type",
       { ...X, headers: { "content-type": "application/json; charset=utf-8" } },
     ],
+    // A traced agent sends the W3C trace context in _meta (the MCP semantic conventions).
+    ["trace keys in _meta", { ...X, meta: TRACE_META }],
   ],
   slow: [
+    ["a trace key that is not a string", { ...X, meta: { traceparent: 1 } }],
     [
       "the write (never fast)",
       {
@@ -240,10 +249,11 @@ describe("fast reads against the SDK's path, on generated requests", () => {
     fc.constant(5),
     absent,
   );
+  const trace = fc.oneof(absent, fc.constant(TRACE_META), fc.constant({ traceparent: 7 }));
   const meta = fc
-    .record({ version, clientInfo, capabilities })
-    .map(({ version: v, clientInfo: ci, capabilities: cc }) => {
-      const m: Record<string, unknown> = {};
+    .record({ version, clientInfo, capabilities, trace })
+    .map(({ version: v, clientInfo: ci, capabilities: cc, trace: t }) => {
+      const m: Record<string, unknown> = { ...(t ?? {}) };
       if (v !== undefined) m[`${P}protocolVersion`] = v;
       if (ci !== undefined) m[`${P}clientInfo`] = ci;
       if (cc !== undefined) m[`${P}clientCapabilities`] = cc;
@@ -286,6 +296,8 @@ describe("fast reads against the SDK's path, on generated requests", () => {
     fc.constant({}),
     fc.constant({ _meta: { progressToken: 1 } }),
     fc.constant({ _meta: null }),
+    fc.constant({ _meta: TRACE_META }),
+    fc.constant({ _meta: { traceparent: TRACE_META.traceparent, progressToken: 1 } }),
     fc.constant({ extra: true }),
   );
 
