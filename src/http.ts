@@ -6,7 +6,12 @@ import { startDeps } from "./deps.js";
 import { allowedHostsFor, createApp } from "./http/app.js";
 import type { AuthGate } from "./http/auth/gate.js";
 import type { ReconcileReport } from "./lifecycle/reconcile.js";
-import { drainAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
+import {
+  drainAndExit,
+  STOP_SIGNALS,
+  TELEMETRY_FLUSH_MS,
+  warnWhenInit,
+} from "./lifecycle/shutdown.js";
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
 import type { CallRecorder } from "./logging/records.js";

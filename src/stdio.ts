@@ -3,7 +3,12 @@ import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { ConfigError, loadConfig, storelinkInUse } from "./config.js";
 import { startDeps } from "./deps.js";
 import { inflightCalls } from "./lifecycle/inflight.js";
-import { finishAndExit, STOP_SIGNALS, warnWhenInit } from "./lifecycle/shutdown.js";
+import {
+  finishAndExit,
+  STOP_SIGNALS,
+  TELEMETRY_FLUSH_MS,
+  warnWhenInit,
+} from "./lifecycle/shutdown.js";
 import { unverifiedOrigin } from "./logging/call-record.js";
 import { opsLog } from "./logging/ops.js";
 import { createServer } from "./mcp/server.js";
@@ -71,6 +76,7 @@ async function main(): Promise<void> {
         afterClose: async () => {
           await connection.close();
           await recorder.close();
+          await deps.telemetry.shutdown(TELEMETRY_FLUSH_MS);
         },
       },
     );

@@ -14,6 +14,11 @@ export const STOP_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
 
 /** After the grace, how long the logs get to flush before the abandoned writes are audited. */
 const FLUSH_MS = 1_000;
+/**
+ * How long telemetry's export may take at a stop, after the audit lines are synced: inside the
+ * flush's own bound, so a collector that is down or slow never delays the exit past it.
+ */
+export const TELEMETRY_FLUSH_MS = 700;
 
 export interface StopOptions {
   /** Flushes the logs (closes the recorder); runs once, on both the clean and the forced path. */
