@@ -21,7 +21,12 @@ import {
 import { askByKey, askWithin } from "../../policy/order-by-key.js";
 import type { Attempt, Reservation } from "../../policy/order-cap.js";
 import { SOME_CATEGORY } from "../../policy/store-policy.js";
-import { isStoreLinkError, type Sku, type Store } from "../../storelink/client.js";
+import {
+  isStoreLinkError,
+  type OrderRequest,
+  type Sku,
+  type Store,
+} from "../../storelink/client.js";
 import { checkedCreate, type OrderReceipt } from "../../storelink/contract.js";
 import { catalogueItem, checkAccess, storeDirectory, unknownStore } from "../common.js";
 import { AskBuyer, type ToolContext } from "../define.js";
@@ -83,45 +88,30 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     const key = idempotencyKey ?? serverMadeKey();
     const sent: SentOrder = { ...order, idempotency_key: key };
     sentOrder = sent;
-    const request = {
+    const asSent = {
       store_id: args.store_id,
       sku: item.sku,
       quantity: args.quantity,
       reason: args.reason,
       idempotency_key: key,
-      ...(idempotencyKey === undefined ? { key_made_by_server: true } : {}),
     };
-    const { key_made_by_server: _made, ...asSent } = request;
-    const attempt: Attempt = { ...intentOf(ctx.call, sent), ...asSent };
+    const request: OrderRequest =
+      idempotencyKey === undefined ? { ...asSent, key_made_by_server: true } : asSent;
     const submitted = (receipt: OrderReceipt, replayed: boolean, detail?: string) =>
       answerSubmitted(args, ctx, store, item, sent, confirmed, receipt, replayed, detail);
 
-    // Every create holds a slot; a retry joins the one its key holds. A retry whose key already
-    // holds a slot, or that cannot be counted, asks StoreLink first: an order that landed is
-    // answered REPLAYED with no create (the limits store down too), a fenced key is refused.
-    let slot: Reservation;
-    try {
-      slot = await ctx.orderCap.hold(store, item, attempt);
-    } catch (error) {
-      if (idempotencyKey === undefined || !isToolError(error, "limits_unavailable")) throw error;
-      const known = await askByKey(ctx, request);
-      if (known.state === "created") {
-        return await submitted(known.order, true, ANSWERED_BY_KEY_DETAIL);
-      }
-      if (known.state === "fenced") throw notCreated(key);
-      throw error;
-    }
-    if (slot.joined) {
-      const known = await askByKey(ctx, request);
-      if (known.state === "created") {
-        await slot.answered(true);
-        return await submitted(known.order, true, ANSWERED_BY_KEY_DETAIL);
-      }
-      if (known.state === "fenced") {
-        await slot.failed(false);
-        throw notCreated(key);
-      }
-    }
+    const reserved = await reserve(
+      ctx,
+      store,
+      item,
+      { ...intentOf(ctx.call, sent), ...asSent },
+      {
+        agentKey: idempotencyKey !== undefined,
+        answer: (known) => submitted(known, true, ANSWERED_BY_KEY_DETAIL),
+      },
+    );
+    if (!("slot" in reserved)) return reserved.answered;
+    const { slot } = reserved;
 
     let created: Awaited<ReturnType<typeof ctx.storelink.createOrder>>;
     try {
@@ -136,7 +126,7 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
       const toolError = toToolError(error, ctx.call.requestId);
       if (mayHaveLanded(toolError, stage)) {
         // The answer was lost: StoreLink is asked by the key (reads only) before answering.
-        const known = await askWithin(ctx, request, ctx.call.signal);
+        const known = await askWithin(ctx, asSent, ctx.call.signal);
         if (known.state === "created") {
           await slot.answered(slot.joined);
           return await submitted(known.order, slot.joined, CONFIRMED_BY_KEY_DETAIL);
@@ -162,6 +152,41 @@ export async function placeOrder(args: OrderInput, ctx: ToolContext): Promise<Or
     );
     throw toolError;
   }
+}
+
+/**
+ * A slot for the write; a retry whose key already holds one, or that cannot be counted (the
+ * limits store down), asks StoreLink first: an order that landed is answered REPLAYED with no
+ * create and no new slot, a fenced key is refused `not_created`.
+ */
+async function reserve(
+  ctx: ToolContext,
+  store: Store,
+  item: Sku,
+  attempt: Attempt,
+  how: { agentKey: boolean; answer: (order: OrderReceipt) => Promise<OrderOutput> },
+): Promise<{ slot: Reservation } | { answered: OrderOutput }> {
+  let slot: Reservation;
+  try {
+    slot = await ctx.orderCap.hold(store, item, attempt);
+  } catch (error) {
+    if (!how.agentKey || !isToolError(error, "limits_unavailable")) throw error;
+    const known = await askByKey(ctx, attempt);
+    if (known.state === "created") return { answered: await how.answer(known.order) };
+    if (known.state === "fenced") throw notCreated(attempt.idempotency_key);
+    throw error;
+  }
+  if (!slot.joined) return { slot };
+  const known = await askByKey(ctx, attempt);
+  if (known.state === "created") {
+    await slot.answered(true);
+    return { answered: await how.answer(known.order) };
+  }
+  if (known.state === "fenced") {
+    await slot.failed(false);
+    throw notCreated(attempt.idempotency_key);
+  }
+  return { slot };
 }
 
 /**
