@@ -237,19 +237,12 @@ class LoadedPolicy implements StorePolicy {
   mayReconcile(who: PolicySubject): Decision {
     const { id, groups } = this.#groupsOf(who);
     const granting = groups.filter((name) => this.#groups.get(name)?.reconcile === true);
-    const subject = id ?? "a caller that is not a valid principal";
-    if (granting.length > 0) {
-      return {
-        verdict: "granted",
-        allowed: true,
-        groups: granting,
-        reason: `${subject} may run the reconciler (group ${granting.join(", ")})`,
-      };
-    }
-    const refusal = `${subject} may not run the reconciler: no group of theirs has "reconcile": true`;
-    return this.mode === "shadow"
-      ? { verdict: "shadow", allowed: true, reason: `shadow mode, not refused: ${refusal}` }
-      : { verdict: "refused", allowed: false, reason: refusal };
+    return this.#decision(
+      id,
+      granting,
+      "run the reconciler",
+      () => 'no group of theirs has "reconcile": true',
+    );
   }
 
   may(
@@ -266,6 +259,20 @@ class LoadedPolicy implements StorePolicy {
         })
       : [];
     const doing = `${action === "read" ? "read" : "order for"} store ${isValidId(storeId) ? storeId : "(an invalid store id)"}`;
+    return this.#decision(id, granting, doing, () =>
+      groups.length === 0
+        ? "the policy gives them no group"
+        : `none of their groups (${groups.join(", ")}) grants it${typeof category === "string" ? " for this category" : ""}`,
+    );
+  }
+
+  /** Granted by `granting`, or refused for `why` (let through in shadow mode). */
+  #decision(
+    id: string | undefined,
+    granting: string[],
+    doing: string,
+    why: () => string,
+  ): Decision {
     const subject = id ?? "a caller that is not a valid principal";
     if (granting.length > 0) {
       return {
@@ -275,11 +282,7 @@ class LoadedPolicy implements StorePolicy {
         reason: `${subject} may ${doing} (group ${granting.join(", ")})`,
       };
     }
-    const why =
-      groups.length === 0
-        ? "the policy gives them no group"
-        : `none of their groups (${groups.join(", ")}) grants it${typeof category === "string" ? " for this category" : ""}`;
-    const refusal = `${subject} may not ${doing}: ${why}`;
+    const refusal = `${subject} may not ${doing}: ${why()}`;
     return this.mode === "shadow"
       ? { verdict: "shadow", allowed: true, reason: `shadow mode, not refused: ${refusal}` }
       : { verdict: "refused", allowed: false, reason: refusal };
