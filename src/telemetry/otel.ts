@@ -18,7 +18,11 @@ import { OTLPMetricExporter as ProtoMetricExporter } from "@opentelemetry/export
 import { OTLPTraceExporter as JsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { OTLPTraceExporter as ProtoTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
-import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
+import {
+  MeterProvider,
+  PeriodicExportingMetricReader,
+  type PushMetricExporter,
+} from "@opentelemetry/sdk-metrics";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
@@ -158,17 +162,19 @@ function reportingSpanExporter(inner: SpanExporter): SpanExporter {
   };
 }
 
-type MetricExporter = ProtoMetricExporter | JsonMetricExporter;
-
-function reportingMetricExporter(inner: MetricExporter): MetricExporter {
+function reportingMetricExporter(inner: PushMetricExporter): PushMetricExporter {
   const report = failureReporter("metrics");
-  const wrapped = Object.create(inner) as MetricExporter;
-  wrapped.export = (metrics, done) =>
-    inner.export(metrics, (result) => {
-      report(result);
-      done(result);
-    });
-  return wrapped;
+  return {
+    export: (metrics, done) =>
+      inner.export(metrics, (result) => {
+        report(result);
+        done(result);
+      }),
+    forceFlush: () => inner.forceFlush(),
+    shutdown: () => inner.shutdown(),
+    selectAggregationTemporality: inner.selectAggregationTemporality?.bind(inner),
+    selectAggregation: inner.selectAggregation?.bind(inner),
+  };
 }
 
 /** Keeps the attributes a duration metric reads from its span's attributes. */
