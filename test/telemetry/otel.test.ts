@@ -1,0 +1,233 @@
+import { describe, expect, it } from "vitest";
+import type { Telemetry } from "../../src/telemetry/api.js";
+import {
+  ATTR,
+  METRICS,
+  OPERATION_EXECUTE_TOOL,
+  TRANSPORT,
+} from "../../src/telemetry/conventions.js";
+import { createTelemetry } from "../../src/telemetry/otel.js";
+import { readTelemetrySettings } from "../../src/telemetry/settings.js";
+import { captureOpsLog } from "../helpers/ops-log.js";
+import { KIND, type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp-receiver.js";
+import { freePort } from "../helpers/spawn.js";
+
+/**
+ * createTelemetry in-process against a real OTLP/HTTP receiver on loopback: what it exports, with
+ * which parents, sampled how, and that a collector that fails never reaches the caller.
+ */
+
+const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID = "00f067aa0ba902b7";
+const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
+/** Long enough that no periodic export happens during a test: shutdown() flushes. */
+const INTERVAL = "600000";
+
+function telemetryFor(url: string, env: Record<string, string> = {}): Telemetry {
+  const settings = readTelemetrySettings(
+    { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_METRIC_EXPORT_INTERVAL: INTERVAL, ...env },
+    "9.9.9",
+  );
+  if (settings === undefined) throw new Error("telemetry should be on");
+  return createTelemetry(settings);
+}
+
+/** One tools/call with a StoreLink request under it, as the call path makes them. */
+function oneToolCall(telemetry: Telemetry, write = false, fail?: string) {
+  const span = telemetry.request({
+    method: "tools/call",
+    target: "get_stock",
+    parent: { traceparent: TRACEPARENT, tracestate: "vendor=x" },
+    write,
+    attributes: {
+      [ATTR.toolName]: "get_stock",
+      [ATTR.operationName]: OPERATION_EXECUTE_TOOL,
+      [ATTR.jsonrpcId]: "7",
+      [ATTR.protocolVersion]: "2025-06-18",
+      [ATTR.transport]: TRANSPORT.http,
+      [ATTR.requestId]: "req-1",
+      [ATTR.idempotencyKey]: undefined,
+    },
+  });
+  const client = telemetry.client(span, {
+    name: "GET /v1/stores/{store_id}/stock/{sku}",
+    system: "storelink",
+    attributes: {
+      [ATTR.httpMethod]: "GET",
+      [ATTR.urlTemplate]: "/v1/stores/{store_id}/stock/{sku}",
+      [ATTR.serverAddress]: "127.0.0.1",
+      [ATTR.serverPort]: 1,
+    },
+  });
+  client.set({ [ATTR.httpStatus]: 200 });
+  client.end();
+  span.set({ [ATTR.storeId]: "s1", [ATTR.auditOutcome]: "ok" });
+  if (fail !== undefined) span.fail(fail);
+  span.end();
+  return { span, client };
+}
+
+describe.each(["http/protobuf", "http/json"])("exported over %s", (protocol) => {
+  it("a request span under the client's parent, its client span as its child, and the metrics", async () => {
+    const receiver = await startOtlpReceiver();
+    const telemetry = telemetryFor(receiver.url, { OTEL_EXPORTER_OTLP_PROTOCOL: protocol });
+    const { span, client } = oneToolCall(telemetry, false, "tool_error");
+    telemetry.limitsAvailable(false);
+    expect(span.traceparent).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
+    expect(span.ids).toMatchObject({ traceId: TRACE_ID, sampled: true });
+    await telemetry.shutdown(5000);
+
+    const format = protocol === "http/json" ? "json" : "protobuf";
+    expect(receiver.spans.every((s) => s.format === format)).toBe(true);
+    const server = receiver.spans.find((s) => s.kind === KIND.SERVER);
+    expect(server).toMatchObject({
+      name: "tools/call get_stock",
+      traceId: TRACE_ID,
+      parentSpanId: PARENT_ID,
+      spanId: span.ids?.spanId,
+      attributes: {
+        [ATTR.methodName]: "tools/call",
+        [ATTR.toolName]: "get_stock",
+        [ATTR.operationName]: "execute_tool",
+        [ATTR.jsonrpcId]: "7",
+        [ATTR.protocolVersion]: "2025-06-18",
+        [ATTR.transport]: "tcp",
+        [ATTR.errorType]: "tool_error",
+        [ATTR.requestId]: "req-1",
+        [ATTR.storeId]: "s1",
+        [ATTR.auditOutcome]: "ok",
+      },
+      resource: { "service.name": "korral-storelink-mcp", "service.version": "9.9.9" },
+    });
+    expect(server?.attributes).not.toHaveProperty(ATTR.idempotencyKey);
+    expect(receiver.spans.find((s) => s.kind === KIND.CLIENT)).toMatchObject({
+      name: "GET /v1/stores/{store_id}/stock/{sku}",
+      traceId: TRACE_ID,
+      parentSpanId: span.ids?.spanId,
+      spanId: client.ids?.spanId,
+      attributes: { [ATTR.httpStatus]: 200 },
+    });
+    expect(client.traceparent).toBe(`00-${TRACE_ID}-${client.ids?.spanId}-01`);
+
+    expect(receiver.requests).toContain(
+      `POST /v1/metrics application/${protocol === "http/json" ? "json" : "x-protobuf"}`,
+    );
+    const duration = receiver.points.find((p) => p.metric === METRICS.serverOperationDuration);
+    expect(duration).toMatchObject({
+      unit: "s",
+      count: 1,
+      attributes: {
+        [ATTR.methodName]: "tools/call",
+        [ATTR.toolName]: "get_stock",
+        [ATTR.errorType]: "tool_error",
+        [ATTR.protocolVersion]: "2025-06-18",
+        [ATTR.transport]: "tcp",
+      },
+    });
+    // No ids in a metric: its attributes are the bounded set only.
+    expect(Object.keys(duration?.attributes ?? {}).sort()).toEqual(
+      [ATTR.methodName, ATTR.toolName, ATTR.errorType, ATTR.protocolVersion, ATTR.transport].sort(),
+    );
+    expect(
+      receiver.points.find((p) => p.metric === METRICS.storelinkRequestDuration),
+    ).toMatchObject({
+      unit: "s",
+      count: 1,
+      attributes: {
+        [ATTR.urlTemplate]: "/v1/stores/{store_id}/stock/{sku}",
+        [ATTR.httpMethod]: "GET",
+        [ATTR.httpStatus]: 200,
+      },
+    });
+    expect(receiver.points.find((p) => p.metric === METRICS.limitsAvailable)).toMatchObject({
+      value: 0,
+    });
+  });
+});
+
+describe("sampling", () => {
+  it("a write is exported under always_off, its client span too; a read is not", async () => {
+    const receiver = await startOtlpReceiver();
+    const telemetry = telemetryFor(receiver.url, { OTEL_TRACES_SAMPLER: "always_off" });
+    const read = oneToolCall(telemetry, false);
+    const write = oneToolCall(telemetry, true);
+    expect(read.span.ids?.sampled).toBe(false);
+    expect(write.span.ids?.sampled).toBe(true);
+    // An unsampled span still carries the trace onward, marked unsampled.
+    expect(read.span.traceparent).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-00$`));
+    await telemetry.shutdown(5000);
+    const ids = receiver.spans.map((s) => s.spanId).sort();
+    expect(ids).toEqual([write.span.ids?.spanId, write.client.ids?.spanId].sort());
+    expect(receiver.spans.find((s) => s.kind === KIND.SERVER)?.attributes[ATTR.write]).toBe(true);
+    // Metrics count every request, sampled or not.
+    expect(receiver.points.find((p) => p.metric === METRICS.serverOperationDuration)?.count).toBe(
+      2,
+    );
+  });
+
+  it("parentbased_always_on follows an unsampled parent for reads; an invalid parent is ignored", async () => {
+    const receiver = await startOtlpReceiver();
+    const telemetry = telemetryFor(receiver.url);
+    const unsampled = telemetry.request({
+      method: "tools/call",
+      target: "get_stock",
+      parent: { traceparent: `00-${TRACE_ID}-${PARENT_ID}-00` },
+    });
+    const invalid = telemetry.request({
+      method: "tools/list",
+      parent: { traceparent: "00-zz-not-a-context" },
+    });
+    unsampled.end();
+    invalid.end();
+    expect(unsampled.ids?.sampled).toBe(false);
+    expect(invalid.ids?.traceId).not.toBe(TRACE_ID);
+    await telemetry.shutdown(5000);
+    expect(receiver.spans.map((s) => [s.name, s.parentSpanId])).toEqual([["tools/list", ""]]);
+  });
+});
+
+describe("a collector that fails", () => {
+  const cases: [string, () => Promise<{ url: string; receiver?: OtlpReceiver }>][] = [
+    [
+      "answers 500",
+      async () => startOtlpReceiver("fail500").then((r) => ({ url: r.url, receiver: r })),
+    ],
+    [
+      "never answers",
+      async () => startOtlpReceiver("slow").then((r) => ({ url: r.url, receiver: r })),
+    ],
+    ["is down", async () => ({ url: `http://127.0.0.1:${await freePort()}` })],
+  ];
+
+  it.each(cases)(
+    "%s: calls return, shutdown resolves within its bound, one ops line per kind",
+    async (_, start) => {
+      const { url, receiver } = await start();
+      const ops = captureOpsLog();
+      try {
+        const telemetry = telemetryFor(url, { OTEL_EXPORTER_OTLP_TIMEOUT: "300" });
+        // Two rounds of export failures: the second logs nothing new.
+        for (let round = 0; round < 2; round++) {
+          for (let i = 0; i < 600; i++) oneToolCall(telemetry, i % 2 === 0);
+          // Waits for the batch's export to fail (a retryable failure is retried within the timeout).
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+        const settled = await Promise.race([
+          telemetry.shutdown(1500).then(() => "resolved"),
+          new Promise((resolve) => setTimeout(() => resolve("still waiting"), 10_000)),
+        ]);
+        expect(settled).toBe("resolved");
+        // Still usable after the failures and the shutdown: nothing throws.
+        oneToolCall(telemetry, true);
+        if (receiver) expect(receiver.requests.length).toBeGreaterThan(0);
+        expect(receiver?.spans ?? []).toEqual([]);
+        const failures = ops.lines().filter((l) => l.telemetry !== undefined);
+        const kinds = failures.map((l) => `${l.telemetry} ${l.kind}`);
+        expect(failures.length).toBeGreaterThan(0);
+        expect(new Set(kinds).size).toBe(kinds.length);
+      } finally {
+        ops.restore();
+      }
+    },
+  );
+});
