@@ -18,6 +18,25 @@ const src = fileURLToPath(new URL("../src", import.meta.url));
 // project root wherever the bundler places the code. (A src/ subdirectory module must not use
 // import.meta.url for paths; test/build.test.ts checks the one that does.)
 rmSync(dist, { recursive: true, force: true });
+
+// node-redis requires `@opentelemetry/api` only inside its own OpenTelemetry set-up, which this
+// server never calls (telemetry is src/telemetry/, loaded only when asked): left to esbuild, that
+// require pulls the API into a chunk every Redis start loads. It gets an empty module instead;
+// called anyway, node-redis reports the API as not installed.
+const redisWithoutTelemetry = {
+  name: "redis-without-telemetry",
+  setup(build) {
+    build.onResolve({ filter: /^@opentelemetry\/api$/ }, (args) =>
+      args.importer.includes("@redis/client")
+        ? { path: args.path, namespace: "absent" }
+        : undefined,
+    );
+    build.onLoad({ filter: /.*/, namespace: "absent" }, () => ({
+      contents: "throw new Error('not bundled');",
+      loader: "js",
+    }));
+  },
+};
 const entryPoints = readdirSync(src, { recursive: true })
   .filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
   .map((file) => `${src}/${file}`);
@@ -49,6 +68,7 @@ await build({
     js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",
   },
   logLevel: "warning",
+  plugins: [redisWithoutTelemetry],
 });
 
 // An executable entry imported by another module would have its code moved into a shared chunk,

@@ -12,7 +12,7 @@ import { NO_POLICY, policySourceFor } from "./policy/policy-source.js";
 import { limiterFor } from "./policy/rate-limit.js";
 import { stateSigner } from "./policy/request-state.js";
 import { createStoreLink } from "./storelink/index.js";
-import { NO_TELEMETRY } from "./telemetry/api.js";
+import { NO_TELEMETRY, type Telemetry } from "./telemetry/api.js";
 import type { Deps } from "./tools/define.js";
 
 /**
@@ -66,6 +66,9 @@ export const sendingBoundMs = (
   config.storelinkTimeoutMs +
   5_000;
 
+/** How often the limits store's availability gauge is read from its health (telemetry on). */
+const LIMITS_GAUGE_MS = 10_000;
+
 /** How long start-up waits for the shared limits store before it serves without it. */
 const LIMITS_START_WAIT_MS = 5_000;
 
@@ -77,6 +80,7 @@ const LIMITS_START_WAIT_MS = 5_000;
 export async function startDeps(
   config: Config,
   transport: Transport,
+  telemetry: Telemetry = NO_TELEMETRY,
 ): Promise<{ deps: Deps; recorder: Recorder; reconciler: Reconciler }> {
   const recorder = setUpLogging(config, transport);
   await recoverInterruptedWrites(config, recorder);
@@ -91,7 +95,13 @@ export async function startDeps(
     process.exit(2);
   });
   const keys = await createKeyProvider(config);
-  const deps = composeDeps({ keys, recorder }, config);
+  const deps = composeDeps({ keys, recorder, telemetry }, config);
+  if (limits && telemetry.enabled) {
+    // The limits store's availability as a gauge: read from its health, now and every 10 s.
+    const report = () => telemetry.limitsAvailable(limits.health.state === "ok");
+    report();
+    setInterval(report, LIMITS_GAUGE_MS).unref();
+  }
   const reconciler = new Reconciler(deps, {
     graceMs: config.reconcileGraceMs,
     intervalMs: config.reconcileIntervalMs,

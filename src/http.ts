@@ -15,7 +15,9 @@ import {
 import { sharedLimitsFor } from "./limits/index.js";
 import { opsLog } from "./logging/ops.js";
 import type { CallRecorder } from "./logging/records.js";
+import { SERVER_VERSION } from "./mcp/server.js";
 import { unverifiedPrincipal } from "./policy/principal.js";
+import { loadTelemetry } from "./telemetry/load.js";
 import type { Deps } from "./tools/define.js";
 
 /**
@@ -119,7 +121,12 @@ async function main(): Promise<void> {
   // Production's HTTP requirements (the shared state key, the limits store) are checked with the
   // rest: one refused start lists every missing or invalid variable.
   const config = loadConfig(process.env, "http");
-  const { deps, recorder, reconciler } = await startDeps(config, "http");
+  const { deps, recorder, reconciler } = await startDeps(
+    config,
+    "http",
+    // Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing of OpenTelemetry is loaded then).
+    await loadTelemetry(process.env, SERVER_VERSION),
+  );
   warnOfEphemeralKey(config);
   serve(
     deps,

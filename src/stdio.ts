@@ -11,15 +11,21 @@ import {
 } from "./lifecycle/shutdown.js";
 import { unverifiedOrigin } from "./logging/call-record.js";
 import { opsLog } from "./logging/ops.js";
-import { createServer } from "./mcp/server.js";
+import { createServer, SERVER_VERSION } from "./mcp/server.js";
 import { unverifiedPrincipal } from "./policy/principal.js";
 import { MAX_LINE_BYTES } from "./stdio/line-limiter.js";
 import { LineStdioTransport } from "./stdio/transport.js";
+import { loadTelemetry } from "./telemetry/load.js";
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
   const config = loadConfig();
-  const { deps, recorder } = await startDeps(config, "stdio");
+  const { deps, recorder } = await startDeps(
+    config,
+    "stdio",
+    // Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing of OpenTelemetry is loaded then).
+    await loadTelemetry(process.env, SERVER_VERSION),
+  );
   const transport = new LineStdioTransport(process.stdin, process.stdout, {
     onOversize: (bytes) =>
       opsLog.warn(

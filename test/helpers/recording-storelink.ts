@@ -8,6 +8,8 @@ export interface RecordedRequest {
   method: string;
   /** The raw request-target (path and query), after the client's URL normalisation. */
   target: string;
+  /** The W3C trace context it carried, if any. */
+  traceparent?: string;
 }
 
 export interface RecordingStoreLink {
@@ -30,7 +32,12 @@ export async function startRecordingStoreLink(
   const requests: RecordedRequest[] = [];
   const app = express();
   app.use((req, _res, next) => {
-    requests.push({ method: req.method, target: req.originalUrl });
+    const traceparent = req.get("traceparent");
+    requests.push({
+      method: req.method,
+      target: req.originalUrl,
+      ...(traceparent === undefined ? {} : { traceparent }),
+    });
     next();
   });
   app.use(createEmulatorApp({ storelink, faults }));

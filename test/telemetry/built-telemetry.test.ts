@@ -1,0 +1,166 @@
+import { readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempWorkspace } from "../helpers/fixtures.js";
+import { HERO_REASON } from "../helpers/harness.js";
+import { KIND, type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp-receiver.js";
+import {
+  type RecordingStoreLink,
+  startRecordingStoreLink,
+} from "../helpers/recording-storelink.js";
+import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
+import { freePort, type Spawned, spawnDist, waitForHealthy } from "../helpers/spawn.js";
+
+/**
+ * One trace from the agent through the built service (dist/http.js) to StoreLink, as a real
+ * OTLP/HTTP receiver on loopback gets it: the SERVER span has the agent's span (from
+ * `params._meta.traceparent`) as its parent, the StoreLink CLIENT spans are its children, the
+ * emulator sees a traceparent of the same trace, the write's span carries its audit outcome and
+ * idempotency key, and the duration metric arrives. A receiver that fails changes nothing the
+ * agent or the audit sees.
+ */
+
+const AGENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+const AGENT_SPAN = "00f067aa0ba902b7";
+const TRACEPARENT = `00-${AGENT_TRACE}-${AGENT_SPAN}-01`;
+
+let ws: Awaited<ReturnType<typeof tempWorkspace>>;
+let storelink: RecordingStoreLink;
+
+beforeAll(async () => {
+  ws = await tempWorkspace();
+  storelink = await startRecordingStoreLink();
+});
+afterAll(async () => {
+  await storelink?.close();
+  if (ws) await rm(ws.dir, { recursive: true, force: true });
+});
+
+async function serve(
+  receiver: OtlpReceiver,
+  logDir: string,
+): Promise<{ server: Spawned; base: string }> {
+  const port = await freePort();
+  const server = spawnDist("http.js", {
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    STORELINK_URL: storelink.url,
+    KORRAL_KEYS_FILE: ws.keysFile,
+    KORRAL_LOG_DIR: logDir,
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_METRIC_EXPORT_INTERVAL: "1000",
+    OTEL_BSP_SCHEDULE_DELAY: "100",
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitForHealthy(server, `${base}/healthz`);
+  return { server, base };
+}
+
+let seq = 0;
+async function call(base: string, name: string, args: Record<string, unknown>) {
+  const body = toolCall(++seq, name, args) as { params: Record<string, unknown> };
+  body.params._meta = { traceparent: TRACEPARENT };
+  const res = await fetch(`${base}/mcp`, {
+    method: "POST",
+    headers: MCP_HEADERS,
+    body: JSON.stringify(body),
+  });
+  return ((await res.json()) as { result: { isError?: boolean; structuredContent?: unknown } })
+    .result;
+}
+
+describe("telemetry through the built HTTP server", () => {
+  it("a read and a write: SERVER spans under the agent's span, StoreLink CLIENT spans under them, traceparent at StoreLink, the metric", async () => {
+    const receiver = await startOtlpReceiver("ok");
+    const { server, base } = await serve(receiver, join(ws.dir, "log-ok"));
+    try {
+      const read = await call(base, "get_stock_position", { sku: "8847291", store_ids: ["47"] });
+      expect(read.isError).toBeFalsy();
+      const write = await call(base, "create_replenishment_order", {
+        store_id: "47",
+        sku: "8847291",
+        quantity: 24,
+        reason: HERO_REASON,
+        idempotency_key: "traced-write-0001",
+      });
+      expect(write.isError).toBeFalsy();
+      await server.until(
+        () =>
+          receiver.spans.filter((s) => s.kind === KIND.SERVER).length >= 2 &&
+          receiver.points.some((p) => p.metric === "mcp.server.operation.duration"),
+        "the spans and the metric at the receiver",
+      );
+    } finally {
+      await server.stop();
+    }
+    const servers = receiver.spans.filter((s) => s.kind === KIND.SERVER);
+    const readSpan = servers.find((s) => s.name === "tools/call get_stock_position");
+    const writeSpan = servers.find((s) => s.name === "tools/call create_replenishment_order");
+    for (const span of [readSpan, writeSpan]) {
+      expect(span?.traceId).toBe(AGENT_TRACE);
+      expect(span?.parentSpanId).toBe(AGENT_SPAN);
+      expect(span?.attributes).toMatchObject({
+        "mcp.method.name": "tools/call",
+        "gen_ai.operation.name": "execute_tool",
+        "network.transport": "tcp",
+        "korral.store_id": "47",
+      });
+      expect(span?.attributes["korral.request_id"]).toMatch(/^req_[0-9a-f]{32}$/);
+    }
+    expect(writeSpan?.attributes).toMatchObject({
+      "korral.audit.outcome": "CREATED",
+      "korral.idempotency_key": "traced-write-0001",
+    });
+    // Never the arguments or the reason.
+    expect(JSON.stringify(receiver.spans)).not.toContain("on_hand 3 vs 11");
+    // The StoreLink requests are CLIENT spans under the call's SERVER span, and StoreLink saw
+    // the same trace.
+    const stock = receiver.spans.find(
+      (s) =>
+        s.kind === KIND.CLIENT &&
+        s.attributes["url.template"] === "/v1/stores/{store_id}/stock/{sku}",
+    );
+    expect(stock?.parentSpanId).toBe(readSpan?.spanId);
+    expect(stock?.attributes["http.response.status_code"]).toBe(200);
+    const create = receiver.spans.find(
+      (s) =>
+        s.kind === KIND.CLIENT && s.attributes["url.template"] === "/v1/stores/{store_id}/orders",
+    );
+    expect(create?.parentSpanId).toBe(writeSpan?.spanId);
+    const posted = storelink.requests.find((r) => r.method === "POST");
+    expect(posted?.traceparent).toMatch(new RegExp(`^00-${AGENT_TRACE}-${create?.spanId}-01$`));
+    expect(
+      receiver.points.some(
+        (p) =>
+          p.metric === "mcp.server.operation.duration" &&
+          p.attributes["gen_ai.tool.name"] === "get_stock_position",
+      ),
+    ).toBe(true);
+  });
+
+  it.each(["fail500", "slow"] as const)(
+    "a receiver that answers %s changes nothing the agent or the audit sees",
+    async (mode) => {
+      const receiver = await startOtlpReceiver(mode);
+      const logDir = join(ws.dir, `log-${mode}`);
+      const { server, base } = await serve(receiver, logDir);
+      try {
+        const write = await call(base, "create_replenishment_order", {
+          store_id: "47",
+          sku: "8847291",
+          quantity: 2,
+          reason: HERO_REASON,
+          idempotency_key: `traced-${mode}-0001`,
+        });
+        expect(write.isError).toBeFalsy();
+        expect(write.structuredContent).toMatchObject({ mode: "submitted" });
+      } finally {
+        await server.stop();
+      }
+      const audit = readFileSync(join(logDir, "audit.log"), "utf8").trim().split("\n");
+      expect(audit).toHaveLength(1);
+      expect(audit[0]).toMatch(/ CREATED RPL-47-\d+ .* key=traced-\w+-0001 /);
+    },
+  );
+});
