@@ -10,7 +10,13 @@ import {
   startRecordingStoreLink,
 } from "../helpers/recording-storelink.js";
 import { MCP_HEADERS, toolCall } from "../helpers/rpc.js";
-import { freePort, type Spawned, spawnDist, waitForHealthy } from "../helpers/spawn.js";
+import {
+  freePort,
+  type Spawned,
+  spawnDist,
+  stdoutMessages,
+  waitForHealthy,
+} from "../helpers/spawn.js";
 
 /**
  * One trace from the agent through the built service (dist/http.js) to StoreLink, as a real
@@ -163,4 +169,33 @@ describe("telemetry through the built HTTP server", () => {
       expect(audit[0]).toMatch(/ CREATED RPL-47-\d+ .* key=traced-\w+-0001 /);
     },
   );
+});
+
+describe("telemetry through the built stdio server", () => {
+  it("a read over stdio: its SERVER span says pipe, under the agent's span; the flush at the end of stdin exports it", async () => {
+    const receiver = await startOtlpReceiver("ok");
+    const server = spawnDist("stdio.js", {
+      KORRAL_KEYS_FILE: ws.keysFile,
+      KORRAL_LOG_DIR: join(ws.dir, "log-stdio"),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+    });
+    const request = toolCall(1, "lookup_sku", { query: "butter" }) as {
+      params: Record<string, unknown>;
+    };
+    request.params._meta = { traceparent: TRACEPARENT };
+    server.child.stdin?.write(`${JSON.stringify(request)}\n`);
+    await server.until(() => stdoutMessages(server).length > 0, "the answer");
+    // The end of stdin stops it: the span is exported within the stop's flush.
+    server.child.stdin?.end();
+    expect(await server.exit).toBe(0);
+    const span = receiver.spans.find((s) => s.name === "tools/call lookup_sku");
+    expect(span).toMatchObject({
+      kind: KIND.SERVER,
+      traceId: AGENT_TRACE,
+      parentSpanId: AGENT_SPAN,
+      format: "json",
+    });
+    expect(span?.attributes["network.transport"]).toBe("pipe");
+  });
 });
