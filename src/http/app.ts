@@ -11,6 +11,7 @@ import { type CallTrace, callTool } from "../mcp/call-tool.js";
 import { MODERN_REVISION, SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import { unverifiedPrincipal } from "../policy/principal.js";
 import { traceParentOf, traceParentOfHeaders } from "../telemetry/api.js";
+import { ATTR } from "../telemetry/conventions.js";
 import type { Deps } from "../tools/define.js";
 import type { AuthGate } from "./auth/gate.js";
 import {
@@ -36,6 +37,35 @@ const legacyRevisionOf = (req: Request): string => {
   const named = req.headers["mcp-protocol-version"];
   return typeof named === "string" ? named : "2025-06-18";
 };
+
+/**
+ * The SERVER span of an MCP request other than tools/call (initialize, tools/list, ...), which
+ * ends with its answer; a tools/call's span is the call's own (mcp/call-tool.ts). A batch or a
+ * notification has no span of its own.
+ */
+function spanOtherRequest(deps: Deps, body: unknown, req: Request, res: Response): void {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return;
+  const { method, id, params } = body as { method?: unknown; id?: unknown; params?: unknown };
+  if (typeof method !== "string" || method === "tools/call" || id === undefined) return;
+  const meta =
+    params !== null && typeof params === "object"
+      ? (params as { _meta?: unknown })._meta
+      : undefined;
+  const era = eraOf(body, req.headers);
+  const span = deps.telemetry.request({
+    method,
+    parent: traceParentOf(meta) ?? traceParentOfHeaders(req.headers),
+    attributes: {
+      [ATTR.jsonrpcId]: typeof id === "string" || typeof id === "number" ? String(id) : undefined,
+      [ATTR.protocolVersion]: era === "modern" ? MODERN_REVISION : legacyRevisionOf(req),
+      [ATTR.transport]: "tcp",
+    },
+  });
+  res.once("close", () => {
+    if (res.statusCode >= 400) span.fail(String(res.statusCode));
+    span.end();
+  });
+}
 
 /** The health answer's paths: the probes' and one Cloud Run's front end never reserves. */
 export const HEALTH_PATHS = ["/healthz", "/health"];
@@ -168,6 +198,7 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
       serveFastRead(res, read, origin, req);
       return;
     }
+    if (traced) spanOtherRequest(deps, body, req, res);
     handle(req, res, { body, era: eraOf(body, req.headers), authInfo }).catch((error: unknown) =>
       failed(res, error),
     );

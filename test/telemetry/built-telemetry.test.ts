@@ -91,9 +91,16 @@ describe("telemetry through the built HTTP server", () => {
         idempotency_key: "traced-write-0001",
       });
       expect(write.isError).toBeFalsy();
+      // Another method, its trace context in the HTTP header: a span of its own.
+      const listed = await fetch(`${base}/mcp`, {
+        method: "POST",
+        headers: { ...MCP_HEADERS, traceparent: TRACEPARENT },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }),
+      });
+      expect(listed.status).toBe(200);
       await server.until(
         () =>
-          receiver.spans.filter((s) => s.kind === KIND.SERVER).length >= 2 &&
+          receiver.spans.filter((s) => s.kind === KIND.SERVER).length >= 3 &&
           receiver.points.some((p) => p.metric === "mcp.server.operation.duration"),
         "the spans and the metric at the receiver",
       );
@@ -114,6 +121,10 @@ describe("telemetry through the built HTTP server", () => {
       });
       expect(span?.attributes["korral.request_id"]).toMatch(/^req_[0-9a-f]{32}$/);
     }
+    expect(servers.find((s) => s.name === "tools/list")).toMatchObject({
+      traceId: AGENT_TRACE,
+      parentSpanId: AGENT_SPAN,
+    });
     expect(writeSpan?.attributes).toMatchObject({
       "korral.audit.outcome": "CREATED",
       "korral.idempotency_key": "traced-write-0001",
