@@ -128,13 +128,12 @@ async function main(): Promise<void> {
     await loadTelemetry(process.env, SERVER_VERSION),
   );
   warnOfEphemeralKey(config);
-  serve(
-    deps,
-    config,
-    () => recorder.close(),
-    await authGateFor(config, deps.recorder),
-    () => reconciler.run(),
-  );
+  // The audit lines are synced first; telemetry's export after them, within its own bound.
+  const afterClose = async () => {
+    await recorder.close();
+    await deps.telemetry.shutdown(TELEMETRY_FLUSH_MS);
+  };
+  serve(deps, config, afterClose, await authGateFor(config, deps.recorder), () => reconciler.run());
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
