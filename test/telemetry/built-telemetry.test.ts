@@ -46,6 +46,7 @@ afterAll(async () => {
 async function serve(
   receiver: OtlpReceiver,
   logDir: string,
+  extra: Record<string, string> = {},
 ): Promise<{ server: Spawned; base: string }> {
   const port = await freePort();
   const server = spawnDist("http.js", {
@@ -57,6 +58,7 @@ async function serve(
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     OTEL_METRIC_EXPORT_INTERVAL: "1000",
     OTEL_BSP_SCHEDULE_DELAY: "100",
+    ...extra,
   });
   const base = `http://127.0.0.1:${port}`;
   await waitForHealthy(server, `${base}/healthz`);
@@ -154,6 +156,45 @@ describe("telemetry through the built HTTP server", () => {
           p.attributes["gen_ai.tool.name"] === "get_stock_position",
       ),
     ).toBe(true);
+  });
+
+  it("the structured log lines of a call name its SERVER span: 'show trace' lands on it", async () => {
+    const receiver = await startOtlpReceiver("ok");
+    const { server, base } = await serve(receiver, join(ws.dir, "log-structured"), {
+      KORRAL_LOG_FILES: "off",
+      GOOGLE_CLOUD_PROJECT: "korral-test",
+    });
+    try {
+      const write = await call(base, "create_replenishment_order", {
+        store_id: "47",
+        sku: "8847291",
+        quantity: 3,
+        reason: HERO_REASON,
+        idempotency_key: "traced-structured-01",
+      });
+      expect(write.isError).toBeFalsy();
+      await server.until(
+        () => receiver.spans.some((s) => s.name === "tools/call create_replenishment_order"),
+        "the write's span",
+      );
+    } finally {
+      await server.stop();
+    }
+    const span = receiver.spans.find((s) => s.name === "tools/call create_replenishment_order");
+    const entries = server
+      .stdout()
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const audit = entries.find((e) => e.log_type === "audit");
+    const trace = entries.find((e) => e.log_type === "trace");
+    for (const entry of [audit, trace]) {
+      expect(entry?.["logging.googleapis.com/trace"]).toBe(
+        `projects/korral-test/traces/${AGENT_TRACE}`,
+      );
+      expect(entry?.["logging.googleapis.com/spanId"]).toBe(span?.spanId);
+    }
+    expect(audit?.request_id).toBe(span?.attributes["korral.request_id"]);
   });
 
   it.each(["fail500", "slow"] as const)(
