@@ -5,13 +5,13 @@ import {
   ProtocolError,
   ProtocolErrorCode,
 } from "@modelcontextprotocol/server";
-import { toToolError } from "../errors.js";
+import { isToolError, toToolError } from "../errors.js";
 import { InflightCall, inflightCalls } from "../lifecycle/inflight.js";
 import { type CallOrigin, type CallRecord, callRecord, traceOf } from "../logging/call-record.js";
 import { opsLog } from "../logging/ops.js";
 import { traceFieldsOfSpan } from "../logging/trace-context.js";
-import { NO_SPAN, type TraceParent } from "../telemetry/api.js";
-import { ATTR } from "../telemetry/conventions.js";
+import { NO_SPAN, type Span, type TraceParent } from "../telemetry/api.js";
+import { ATTR, OPERATION_EXECUTE_TOOL } from "../telemetry/conventions.js";
 import { AskBuyer, type Deps, type Rounds, type ToolContext } from "../tools/define.js";
 import { TOOLS } from "../tools/index.js";
 import { tracedStoreLink } from "./traced-storelink.js";
@@ -124,6 +124,10 @@ export async function callTool(
       call,
       rounds,
       onSend: (order) => inflight.markSent(order),
+      limits:
+        span !== NO_SPAN && deps.orderCap.shared
+          ? (operation, run) => limitsSpan(deps, span, operation, run)
+          : (_operation, run) => run(),
     };
     const outcome = await tool.call(args, ctx);
     storeId = outcome.storeId;
@@ -160,6 +164,28 @@ export async function callTool(
   return result;
 }
 
+/** One call to the shared limits store as a CLIENT span of the tool call's span. */
+async function limitsSpan<T>(
+  deps: Deps,
+  parent: Span,
+  operation: string,
+  run: () => Promise<T>,
+): Promise<T> {
+  const span = deps.telemetry.client(parent, {
+    name: `limits ${operation}`,
+    system: "limits",
+    attributes: { [ATTR.dbSystem]: "redis", [ATTR.dbOperation]: operation },
+  });
+  try {
+    return await run();
+  } catch (error) {
+    span.fail(isToolError(error) ? error.type : "internal");
+    throw error;
+  } finally {
+    span.end();
+  }
+}
+
 /** The SERVER span of a tools/call request: a write is always recorded. */
 function requestSpan(deps: Deps, name: string, trace: CallTrace | undefined, write: boolean) {
   return deps.telemetry.request({
@@ -169,7 +195,7 @@ function requestSpan(deps: Deps, name: string, trace: CallTrace | undefined, wri
     write,
     attributes: {
       [ATTR.toolName]: name,
-      [ATTR.operationName]: "execute_tool",
+      [ATTR.operationName]: OPERATION_EXECUTE_TOOL,
       [ATTR.jsonrpcId]: trace?.jsonrpcId === undefined ? undefined : String(trace.jsonrpcId),
       [ATTR.protocolVersion]: trace?.protocolVersion,
       [ATTR.transport]: trace?.transport,

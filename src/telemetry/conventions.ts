@@ -22,6 +22,9 @@ export const ATTR = {
   httpStatus: "http.response.status_code",
   serverAddress: "server.address",
   serverPort: "server.port",
+  /** A limits-store CLIENT span: the store and what was asked (`take slot`, `rate limit`). */
+  dbSystem: "db.system.name",
+  dbOperation: "db.operation.name",
 } as const;
 
 /** `gen_ai.operation.name` of a tool call. */

@@ -74,6 +74,11 @@ export interface ToolContext extends Deps {
    * on, and its intent is journalled.
    */
   onSend(order: SentOrder): void;
+  /**
+   * Runs one call to the limits store (a slot take or peek, the rate limit) as a CLIENT span of
+   * the call when telemetry is on and the store is shared; else just runs it.
+   */
+  limits<T>(operation: string, call: () => Promise<T>): Promise<T>;
 }
 
 export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
@@ -168,7 +173,7 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
         await spec.onRefused?.(error, ctx);
         return error;
       };
-      const limited = await ctx.limiter.take(ctx.call.caller);
+      const limited = await ctx.limits("rate limit", () => ctx.limiter.take(ctx.call.caller));
       if (limited) throw await refuse(rateLimited(limited.retryAfterSeconds));
       const parsed = spec.input.safeParse(raw ?? {});
       if (!parsed.success) {

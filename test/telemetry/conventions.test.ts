@@ -27,6 +27,8 @@ describe("telemetry conventions", () => {
         httpStatus: "http.response.status_code",
         serverAddress: "server.address",
         serverPort: "server.port",
+        dbSystem: "db.system.name",
+        dbOperation: "db.operation.name",
       },
       OPERATION_EXECUTE_TOOL: "execute_tool",
       TRANSPORT: { http: "tcp", stdio: "pipe" },

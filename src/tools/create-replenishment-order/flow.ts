@@ -168,7 +168,7 @@ async function reserve(
 ): Promise<{ slot: Reservation } | { answered: OrderOutput }> {
   let slot: Reservation;
   try {
-    slot = await ctx.orderCap.hold(store, item, attempt);
+    slot = await ctx.limits("take slot", () => ctx.orderCap.hold(store, item, attempt));
   } catch (error) {
     if (!how.agentKey || !isToolError(error, "limits_unavailable")) throw error;
     const known = await askByKey(ctx, attempt);

@@ -46,7 +46,7 @@ export async function readStockUnderCap(
   item: Sku,
 ): Promise<StockReading> {
   const stock = await readStock(args, ctx, item);
-  await ctx.orderCap.refuseIfFull(store, item, args.idempotency_key);
+  await ctx.limits("peek slot", () => ctx.orderCap.refuseIfFull(store, item, args.idempotency_key));
   return stock;
 }
 
