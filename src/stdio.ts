@@ -14,8 +14,27 @@ import { opsLog } from "./logging/ops.js";
 import { createServer, SERVER_VERSION } from "./mcp/server.js";
 import { unverifiedPrincipal } from "./policy/principal.js";
 import { MAX_LINE_BYTES } from "./stdio/line-limiter.js";
-import { LineStdioTransport } from "./stdio/transport.js";
+import { LineStdioTransport, type Observe } from "./stdio/transport.js";
+import { type Telemetry, traceParentOf } from "./telemetry/api.js";
+import { ATTR, TRANSPORT } from "./telemetry/conventions.js";
 import { loadTelemetry } from "./telemetry/load.js";
+
+/** A SERVER span for an MCP request over stdio other than tools/call, ended by its answer. */
+const spanOf =
+  (telemetry: Telemetry): Observe =>
+  (request) => {
+    if (request.method === "tools/call") return undefined;
+    const params = (request as { params?: { _meta?: unknown } }).params;
+    const span = telemetry.request({
+      method: request.method,
+      parent: traceParentOf(params?._meta),
+      attributes: { [ATTR.jsonrpcId]: String(request.id), [ATTR.transport]: TRANSPORT.stdio },
+    });
+    return (answer) => {
+      if ("error" in answer) span.fail(String(answer.error.code));
+      span.end();
+    };
+  };
 
 // stdout carries JSON-RPC frames only; everything else goes to stderr.
 async function main(): Promise<void> {
@@ -32,6 +51,8 @@ async function main(): Promise<void> {
         { bytes, limit: MAX_LINE_BYTES },
         "discarded an stdin line longer than the limit; answered Invalid Request and kept serving",
       ),
+    // With telemetry on, every request but a tools/call (whose span is the call's) is a span.
+    ...(deps.telemetry.enabled ? { observe: spanOf(deps.telemetry) } : {}),
   });
   // The connection's one client, named for this connection alone: confirmation state it was
   // given is refused by any other stdio process or connection, whatever key signs it.

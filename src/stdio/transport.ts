@@ -12,6 +12,14 @@ import { LineLimiter, MAX_LINE_BYTES } from "./line-limiter.js";
 const errorLine = (code: number, message: string, id: RequestId | null = null): string =>
   `${JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } })}\n`;
 
+/**
+ * Told of each request read (after it is parsed, before it is handled); what it returns is told
+ * of the request's answer once written.
+ */
+export type Observe = (
+  request: JSONRPCMessage & { method: string; id: RequestId },
+) => ((answer: JSONRPCMessage) => void) | undefined;
+
 /** The id of a request that is JSON but not a valid message, so its answer can name it. */
 function idOf(value: unknown): RequestId | null {
   const { id, method } = (value ?? {}) as { id?: unknown; method?: unknown };
@@ -44,6 +52,9 @@ export class LineStdioTransport implements Transport {
   /** Our requests to the client (the confirmation) still waiting for its answer. */
   readonly #asked = new Set<RequestId>();
   #answered: (() => void)[] = [];
+  /** What `observe` asked to be told of an answer, by the request's id. */
+  readonly #observed = new Map<RequestId, (answer: JSONRPCMessage) => void>();
+  readonly #observe: Observe | undefined;
   #broken = false;
   #closed = false;
 
@@ -53,8 +64,10 @@ export class LineStdioTransport implements Transport {
     {
       maxLineBytes = MAX_LINE_BYTES,
       onOversize = () => {},
-    }: { maxLineBytes?: number; onOversize?: (bytes: number) => void } = {},
+      observe,
+    }: { maxLineBytes?: number; onOversize?: (bytes: number) => void; observe?: Observe } = {},
   ) {
+    this.#observe = observe;
     this.#in = stdin;
     this.#out = stdout;
     this.lines = new LineLimiter(maxLineBytes, (bytes) => {
@@ -103,6 +116,11 @@ export class LineStdioTransport implements Transport {
     await this.#write(serializeMessage(message));
     if (!("method" in message) && "id" in message && message.id !== undefined) {
       this.#settle(message.id);
+      const told = this.#observed.get(message.id);
+      if (told) {
+        this.#observed.delete(message.id);
+        told(message);
+      }
     }
   }
 
@@ -154,6 +172,10 @@ export class LineStdioTransport implements Transport {
       return;
     }
     this.#track(message);
+    if (this.#observe && "method" in message && "id" in message && message.id !== undefined) {
+      const told = this.#observe(message);
+      if (told) this.#observed.set(message.id, told);
+    }
     this.onmessage?.(message);
   }
 

@@ -237,7 +237,14 @@ describe("telemetry through the built stdio server", () => {
     };
     request.params._meta = { traceparent: TRACEPARENT };
     server.child.stdin?.write(`${JSON.stringify(request)}\n`);
-    await server.until(() => stdoutMessages(server).length > 0, "the answer");
+    const list = {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/list",
+      params: { _meta: { traceparent: TRACEPARENT } },
+    };
+    server.child.stdin?.write(`${JSON.stringify(list)}\n`);
+    await server.until(() => stdoutMessages(server).length > 1, "the answers");
     // The end of stdin stops it: the span is exported within the stop's flush.
     server.child.stdin?.end();
     expect(await server.exit).toBe(0);
@@ -249,5 +256,11 @@ describe("telemetry through the built stdio server", () => {
       format: "json",
     });
     expect(span?.attributes["network.transport"]).toBe("pipe");
+    // Another method over stdio: a span of its own, under the agent's.
+    expect(receiver.spans.find((s) => s.name === "tools/list")).toMatchObject({
+      kind: KIND.SERVER,
+      traceId: AGENT_TRACE,
+      parentSpanId: AGENT_SPAN,
+    });
   });
 });
