@@ -10,6 +10,9 @@
  * request against telemetry off, and its cold start.
  * Thresholds live here, never in unit tests. Expects `npm run build` to have run.
  * `BENCH_NODE=/path/to/node npm run bench` runs both servers on another node binary.
+ * `BENCH_CPU_PROF=<dir>` runs the measured MCP servers under `node --cpu-prof`, writing
+ * `<dir>/telemetry-off.cpuprofile` (and `telemetry-on` with --telemetry) at their stop; read them
+ * with `tsx bench/profile-top.ts`. Profiling costs CPU: that run's figures are not the bench's.
  * `BENCH_BASELINE=/path/to/checkout npm run bench` adds that checkout's built service (its own
  * `npm run build` done) to the same alternated run, cold starts and RSS: a change measured before
  * and after, side by side, on one machine at one time.
@@ -32,9 +35,11 @@ const withTelemetry = process.argv.includes("--telemetry");
 const NODE = process.env.BENCH_NODE || process.execPath;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
+const PROFILE_DIR = process.env.BENCH_CPU_PROF || undefined;
 // Telemetry's budget is a 10% difference in CPU per request: more repetitions to see it.
 const REPS = quick ? 1 : withTelemetry ? 5 : 3;
-const DURATION_S = quick ? 1 : 5;
+// BENCH_DURATION_S: longer runs (a profiled --quick run, say) without more repetitions.
+const DURATION_S = Number(process.env.BENCH_DURATION_S) || (quick ? 1 : 5);
 const CONNECTIONS = quick ? [10] : [10, 50];
 const COLD_STARTS = quick ? 1 : 7;
 const HEAP_CALLS = quick ? 1_000 : 10_000;
@@ -446,8 +451,17 @@ async function main(): Promise<void> {
   }
   await stop(first);
 
-  const mcp = await start(MCP);
-  const otel = withTelemetry ? await start(MCP, TELEMETRY_ENV) : undefined;
+  const profiled = (name: string): string[] =>
+    PROFILE_DIR === undefined
+      ? MCP
+      : [
+          "--cpu-prof",
+          `--cpu-prof-dir=${PROFILE_DIR}`,
+          `--cpu-prof-name=${name}.cpuprofile`,
+          ...MCP,
+        ];
+  const mcp = await start(profiled("telemetry-off"));
+  const otel = withTelemetry ? await start(profiled("telemetry-on"), TELEMETRY_ENV) : undefined;
   const before = BASELINE === undefined ? undefined : await start(MCP, {}, BASELINE);
   const bare = {
     legacy: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-legacy.json") }),
