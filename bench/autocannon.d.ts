@@ -17,6 +17,17 @@ declare module "autocannon" {
     "2xx": number;
     duration: number;
   }
+  /** One request of a run as autocannon builds it; setupRequest may rewrite it each time. */
+  interface RequestSpec {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string>;
+    body?: string;
+  }
+  interface RequestOptions extends RequestSpec {
+    setupRequest?: (request: RequestSpec, context: Record<string, unknown>) => RequestSpec;
+    onResponse?: (status: number, body: string, context: Record<string, unknown>) => void;
+  }
   interface Options {
     url: string;
     method?: string;
@@ -26,6 +37,7 @@ declare module "autocannon" {
     duration?: number;
     amount?: number;
     pipelining?: number;
+    requests?: RequestOptions[];
   }
   function autocannon(options: Options): Promise<Result>;
   export default autocannon;

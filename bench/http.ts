@@ -2,15 +2,23 @@
  * `npm run bench [-- --quick]`: the built HTTP service (`node dist/http.js`) against a bare Express
  * endpoint answering the same bytes, for a tools/call of each protocol era (2025: after
  * `initialize`, no `_meta`; 2026-07-28: stateless, `_meta` on the request), alternated in one run.
- * Prints throughput, p50/p99, the ratio, cold start, RSS after load and heap growth over 10,000
- * calls, then PASS/FAIL against the targets.
+ * Prints throughput, p50/p99, the ratio, the server's CPU per request, cold start, RSS after load
+ * and heap growth over 10,000 calls, then PASS/FAIL against the targets.
+ * `--telemetry` (`npm run bench:telemetry`) adds the same service with telemetry on (OTLP
+ * http/protobuf to a sink in this process; writes sampled, reads at 10%) to the alternated run,
+ * with two more cases (a 2025 read carrying `_meta.traceparent`, a write), and checks its CPU per
+ * request against telemetry off, and its cold start.
  * Thresholds live here, never in unit tests. Expects `npm run build` to have run.
  * `BENCH_NODE=/path/to/node npm run bench` runs both servers on another node binary.
+ * `BENCH_CPU_PROF=<dir>` runs the measured MCP servers under `node --cpu-prof`, writing
+ * `<dir>/telemetry-off.cpuprofile` (and `telemetry-on` with --telemetry) at their stop; read them
+ * with `tsx bench/profile-top.ts`. Profiling costs CPU: that run's figures are not the bench's.
  * `BENCH_BASELINE=/path/to/checkout npm run bench` adds that checkout's built service (its own
  * `npm run build` done) to the same alternated run, cold starts and RSS: a change measured before
  * and after, side by side, on one machine at one time.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,15 +26,20 @@ import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
 import { startFakeGoogle } from "../test/helpers/google-idp.js";
+import { startOtlpSink } from "./otlp-sink.js";
 
 const quick = process.argv.includes("--quick");
+const withTelemetry = process.argv.includes("--telemetry");
 // The node binary both servers run on: this one, or BENCH_NODE (e.g. a Node 22 binary, which is
 // what the container runs, when the machine's own node is older).
 const NODE = process.env.BENCH_NODE || process.execPath;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
-const REPS = quick ? 1 : 3;
-const DURATION_S = quick ? 1 : 5;
+const PROFILE_DIR = process.env.BENCH_CPU_PROF || undefined;
+// Telemetry's budget is a 10% difference in CPU per request: more repetitions to see it.
+const REPS = quick ? 1 : withTelemetry ? 5 : 3;
+// BENCH_DURATION_S: longer runs (a profiled --quick run, say) without more repetitions.
+const DURATION_S = Number(process.env.BENCH_DURATION_S) || (quick ? 1 : 5);
 const CONNECTIONS = quick ? [10] : [10, 50];
 const COLD_STARTS = quick ? 1 : 7;
 const HEAP_CALLS = quick ? 1_000 : 10_000;
@@ -39,6 +52,8 @@ const TARGETS = {
   rssMb: 130,
   // Growth below this over the run is allocator noise, not a leak.
   heapGrowthMb: 2,
+  /** CPU per request with telemetry on against off, per case (issue 33). */
+  telemetryCpuFactor: 1.1,
 };
 
 /** The measured call: live stock for the hero SKU at three stores, in each era's framing. */
@@ -86,6 +101,82 @@ const ERAS = {
 } as const;
 type Era = keyof typeof ERAS;
 
+/** A trace context as an agent sends it: its own trace, sampled as often as reads are here. */
+const agentTraceparent = (): string =>
+  `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-0${Math.random() < 0.1 ? 1 : 0}`;
+const STORES = ["47", "102", "111"];
+let writes = 0;
+
+interface Case {
+  label: string;
+  /** The era whose exact answer the bare Express baseline repeats (a read of that era). */
+  express?: Era;
+  headers: Record<string, string>;
+  /** One body for every request, or a fresh one per request (checked per answer). */
+  body: string | (() => string);
+  /** What every answer holds: a tool error or a refusal fails the run. */
+  expect: string;
+  /** Only with --telemetry. */
+  telemetry: boolean;
+}
+const CASES = {
+  legacy: {
+    ...ERAS.legacy,
+    label: "2025-06-18 read",
+    express: "legacy",
+    expect: '"on_hand"',
+    telemetry: false,
+  },
+  modern: {
+    ...ERAS.modern,
+    label: "2026-07-28 read",
+    express: "modern",
+    expect: '"on_hand"',
+    telemetry: false,
+  },
+  traced: {
+    label: "2025-06-18 read, _meta.traceparent",
+    headers: HEADERS,
+    body: () =>
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: { ...CALL, _meta: { traceparent: agentTraceparent() } },
+      }),
+    expect: '"on_hand"',
+    telemetry: true,
+  },
+  write: {
+    label: "2025-06-18 write",
+    headers: HEADERS,
+    // A new order each time (unique key), spread over the stores the read reads.
+    body: () =>
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: {
+          name: "create_replenishment_order",
+          arguments: {
+            store_id: STORES[writes++ % STORES.length],
+            sku: CALL.arguments.sku,
+            quantity: 24,
+            reason: "Benchmark order: gap of 8 units at the store over 24h, buyer approved 24.",
+            idempotency_key: `bench-${randomUUID()}`,
+          },
+        },
+      }),
+    expect: '"mode":"submitted"',
+    telemetry: true,
+  },
+} satisfies Record<string, Case>;
+type CaseName = keyof typeof CASES;
+const caseOf = (name: CaseName): Case => CASES[name];
+const CASE_NAMES = (Object.keys(CASES) as CaseName[]).filter(
+  (name) => withTelemetry || !caseOf(name).telemetry,
+);
+
 const tmp = mkdtempSync(join(tmpdir(), "korral-bench-"));
 const keysFile = join(tmp, "keys.json");
 writeFileSync(keysFile, JSON.stringify(SEED_ACCEPTED_KEYS));
@@ -99,15 +190,21 @@ writeFileSync(
     principals: { [`svc:${CALLER}`]: ["everything"] },
   }),
 );
+/** The shell's OpenTelemetry variables are not the bench's: telemetry is on only where asked. */
+const SHELL_ENV = Object.fromEntries(
+  Object.entries(process.env).filter(([name]) => !name.startsWith("OTEL_")),
+);
 /** Both servers, every start: ephemeral loopback port, temp keys and logs, no rate limit. */
 const SERVER_ENV = {
-  ...process.env,
+  ...SHELL_ENV,
   PORT: "0",
   HOST: "127.0.0.1",
   KORRAL_KEYS_FILE: keysFile,
   KORRAL_LOG_DIR: join(tmp, "log"),
   // The backstop would measure the limiter, not the service.
   KORRAL_RATE_LIMIT_PER_MIN: "0",
+  // The write case places thousands of orders per store and SKU: the loop guard would refuse them.
+  KORRAL_ORDER_CAP_PER_HOUR: "0",
   LOG_LEVEL: "info",
   // As the image runs it: production (structured stdout lines, as Cloud Run collects them), with
   // the embedded StoreLink opted into explicitly, since the bench measures the service, not a
@@ -124,6 +221,14 @@ const SERVER_ENV = {
   KORRAL_POLICY_FILE: policyFile,
 };
 const children = new Set<ChildProcess>();
+/** Telemetry on, as issue 33 budgets it: writes always sampled, 10% of reads, OTLP protobuf. */
+const sink = await startOtlpSink();
+const TELEMETRY_ENV = {
+  OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+  OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+  OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+  OTEL_TRACES_SAMPLER_ARG: "0.1",
+};
 
 interface Running {
   child: ChildProcess;
@@ -172,6 +277,15 @@ if (START_HTTP?.split(" ")[0] !== "node" || MCP.at(-1) !== "dist/http.js") {
 }
 const EXPRESS = ["bench/bare-express.mjs"];
 
+const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+/** CPU a process has used, user + system, all its threads (/proc/<pid>/stat), in ms. */
+function cpuMs(pid: number | undefined): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // The fields after the command name (which may hold spaces) start at field 3.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+}
+
 function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? "NaN");
@@ -184,28 +298,79 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
 };
 
-async function load(port: number, connections: number, duration: number, era: Era) {
+/**
+ * One load run of a case against a server: throughput, latency and the server's CPU per answered
+ * request (its user + system time over the run, all threads, divided by the answers; autocannon
+ * runs in this process, so its own CPU is not counted).
+ */
+async function load(target: Running, connections: number, duration: number, name: CaseName) {
+  const c = caseOf(name);
+  let wrong = 0;
+  let sample = "";
+  const fresh = typeof c.body === "function" ? c.body : undefined;
+  const cpuBefore = cpuMs(target.child.pid);
   const result = await autocannon({
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `http://127.0.0.1:${target.port}/mcp`,
     method: "POST",
-    headers: ERAS[era].headers,
-    body: ERAS[era].body,
+    headers: c.headers,
+    ...(fresh === undefined
+      ? { body: c.body as string }
+      : {
+          requests: [
+            {
+              setupRequest: (request) => ({ ...request, body: fresh() }),
+              onResponse: (_status, body) => {
+                if (body.includes(c.expect)) return;
+                wrong++;
+                sample ||= body.slice(0, 400);
+              },
+            },
+          ],
+        }),
     connections,
     duration,
   });
-  if (result.errors || result.non2xx || result.timeouts) {
+  const cpu = cpuMs(target.child.pid) - cpuBefore;
+  if (result.errors || result.non2xx || result.timeouts || wrong) {
     throw new Error(
-      `load run had failures: ${result.errors} errors, ${result.non2xx} non-2xx, ${result.timeouts} timeouts`,
+      `load run had failures: ${result.errors} errors, ${result.non2xx} non-2xx, ${result.timeouts} timeouts, ${wrong} unexpected answers ${sample}`,
     );
   }
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+  const answered = result.requests.total;
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    answered,
+    cpuMs: cpu,
+    cpuUs: (cpu * 1000) / Math.max(answered, 1),
+  };
 }
 
-async function coldStart(args: string[], cwd = ROOT): Promise<number> {
+/** One request of a case: its answer must be what the case expects. */
+async function probe(target: Running, name: CaseName): Promise<string> {
+  const c = caseOf(name);
+  const res = await fetch(`http://127.0.0.1:${target.port}/mcp`, {
+    method: "POST",
+    headers: c.headers,
+    body: typeof c.body === "function" ? c.body() : c.body,
+  });
+  const body = await res.text();
+  if (res.status !== 200 || !body.includes(c.expect)) {
+    throw new Error(`unexpected ${c.label} answer ${res.status}: ${body}`);
+  }
+  return body;
+}
+
+async function coldStart(
+  args: string[],
+  cwd = ROOT,
+  env: Record<string, string> = {},
+): Promise<number> {
   const began = performance.now();
   const child = spawn(NODE, args, {
     cwd,
-    env: { ...SERVER_ENV, BENCH_BODY_FILE: join(tmp, "body-legacy.json") },
+    env: { ...SERVER_ENV, BENCH_BODY_FILE: join(tmp, "body-legacy.json"), ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
   children.add(child);
@@ -276,80 +441,115 @@ const fmt = (n: number, digits = 0): string => n.toFixed(digits);
 
 async function main(): Promise<void> {
   // Each era's baseline answers exactly the bytes the service answers that era.
-  const probe = await start(MCP);
+  const first = await start(MCP);
   for (const era of Object.keys(ERAS) as Era[]) {
-    const sample = await fetch(`http://127.0.0.1:${probe.port}/mcp`, {
-      method: "POST",
-      headers: ERAS[era].headers,
-      body: ERAS[era].body,
-    });
-    const body = await sample.text();
-    if (sample.status !== 200 || !body.includes('"on_hand"')) {
-      throw new Error(`unexpected ${era} tools/call answer ${sample.status}: ${body}`);
-    }
+    const body = await probe(first, era);
     writeFileSync(join(tmp, `body-${era}.json`), body);
     process.stderr.write(
       `${ERAS[era].label} tools/call answer: ${Buffer.byteLength(body)} bytes\n`,
     );
   }
-  await stop(probe);
+  await stop(first);
 
-  const mcp = await start(MCP);
+  const profiled = (name: string): string[] =>
+    PROFILE_DIR === undefined
+      ? MCP
+      : [
+          "--cpu-prof",
+          `--cpu-prof-dir=${PROFILE_DIR}`,
+          `--cpu-prof-name=${name}.cpuprofile`,
+          ...MCP,
+        ];
+  const mcp = await start(profiled("telemetry-off"));
+  const otel = withTelemetry ? await start(profiled("telemetry-on"), TELEMETRY_ENV) : undefined;
   const before = BASELINE === undefined ? undefined : await start(MCP, {}, BASELINE);
   const bare = {
     legacy: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-legacy.json") }),
     modern: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-modern.json") }),
   };
-  // Warm everything up so the JIT is not measured.
-  for (const era of Object.keys(ERAS) as Era[]) {
-    await load(mcp.port, 10, 1, era);
-    await load(bare[era].port, 10, 1, era);
-    if (before) await load(before.port, 10, 1, era);
+  type Who = "mcp" | "bare" | "before" | "otel";
+  const server = (who: Who, name: CaseName): Running | undefined => {
+    const era = caseOf(name).express;
+    if (who === "bare") return era === undefined ? undefined : bare[era];
+    // A baseline checkout is compared on the reads both trees serve.
+    if (who === "before") return era === undefined ? undefined : before;
+    return who === "mcp" ? mcp : otel;
+  };
+  const contendersOf = (name: CaseName): Who[] =>
+    (["mcp", "bare", "before", "otel"] as const).filter((w) => server(w, name) !== undefined);
+  const connectionsOf = (name: CaseName): number[] =>
+    caseOf(name).express === undefined ? CONNECTIONS.slice(0, 1) : CONNECTIONS;
+  // Warm everything up so the JIT is not measured; every MCP server answers every case first.
+  for (const name of CASE_NAMES) {
+    for (const who of contendersOf(name)) {
+      const target = server(who, name) as Running;
+      if (who !== "bare") await probe(target, name);
+      await load(target, 10, 1, name);
+    }
   }
 
   type Sample = Awaited<ReturnType<typeof load>>;
-  const key = (era: Era, c: number) => `${era} ${c}`;
-  const runs = new Map<string, { mcp: Sample[]; bare: Sample[]; before: Sample[] }>();
-  for (const era of Object.keys(ERAS) as Era[]) {
-    for (const c of CONNECTIONS) runs.set(key(era, c), { mcp: [], bare: [], before: [] });
+  const key = (name: CaseName, c: number) => `${name} ${c}`;
+  const runs = new Map<string, Record<Who, Sample[]>>();
+  for (const name of CASE_NAMES) {
+    for (const c of connectionsOf(name)) {
+      runs.set(key(name, c), { mcp: [], bare: [], before: [], otel: [] });
+    }
   }
-  const portOf = (which: "mcp" | "bare" | "before", era: Era): number =>
-    which === "mcp" ? mcp.port : which === "bare" ? bare[era].port : (before?.port ?? 0);
+  // The whole measured phase too: an export that lands between runs is still the process's CPU.
+  const phase = (who: "mcp" | "otel") => {
+    const pid = (who === "mcp" ? mcp : otel)?.child.pid;
+    return pid === undefined ? Number.NaN : cpuMs(pid);
+  };
+  const phaseStart = { mcp: phase("mcp"), otel: phase("otel") };
+  const sinkStart = { ...sink.traces, metricsBytes: sink.metrics.bytes };
   for (let rep = 0; rep < REPS; rep++) {
     for (const c of CONNECTIONS) {
-      for (const era of Object.keys(ERAS) as Era[]) {
-        const slot = runs.get(key(era, c));
+      for (const name of CASE_NAMES) {
+        const slot = runs.get(key(name, c));
         if (!slot) continue;
         // Alternate which goes first: other work on the machine drifts over time.
-        const contenders = before
-          ? (["mcp", "bare", "before"] as const)
-          : (["mcp", "bare"] as const);
-        const order = rep % 2 === 0 ? [...contenders] : [...contenders].reverse();
-        for (const which of order) {
-          const r = await load(portOf(which, era), c, DURATION_S, era);
-          slot[which].push(r);
+        const contenders = contendersOf(name);
+        const order = rep % 2 === 0 ? contenders : [...contenders].reverse();
+        for (const who of order) {
+          const r = await load(server(who, name) as Running, c, DURATION_S, name);
+          slot[who].push(r);
           process.stderr.write(
-            `rep ${rep + 1} ${ERAS[era].label} c=${c} ${which}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99}\n`,
+            `rep ${rep + 1} ${caseOf(name).label} c=${c} ${who}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99} cpu ${fmt(r.cpuUs)} us/req\n`,
           );
         }
       }
     }
   }
+  const phaseCpu = {
+    mcp: phase("mcp") - phaseStart.mcp,
+    otel: phase("otel") - phaseStart.otel,
+  };
   const rss = rssMb(mcp.child.pid ?? 0);
+  const otelRss = otel ? rssMb(otel.child.pid ?? 0) : Number.NaN;
   const bareRss = rssMb(bare.legacy.child.pid ?? 0);
   const beforeRss = before ? rssMb(before.child.pid ?? 0) : Number.NaN;
   if (before) await stop(before);
   await stop(mcp);
+  // Its stop flushes what is still batched: counted with the rest.
+  if (otel) await stop(otel);
+  const exported = {
+    traceRequests: sink.traces.requests - sinkStart.requests,
+    traceBytes: sink.traces.bytes - sinkStart.bytes,
+    metricBytes: sink.metrics.bytes - sinkStart.metricsBytes,
+  };
   await stop(bare.legacy);
   await stop(bare.modern);
 
   const colds: number[] = [];
   const bareColds: number[] = [];
   const beforeColds: number[] = [];
+  const otelColds: number[] = [];
   for (let i = 0; i < COLD_STARTS; i++) {
     colds.push(await coldStart(MCP));
     bareColds.push(await coldStart(EXPRESS));
     if (BASELINE) beforeColds.push(await coldStart(MCP, BASELINE));
+    if (withTelemetry) otelColds.push(await coldStart(MCP, ROOT, TELEMETRY_ENV));
   }
   const heap = await heapGrowth();
 
@@ -360,32 +560,37 @@ async function main(): Promise<void> {
     return `${ok ? "PASS" : "FAIL"}  ${label}`;
   };
   lines.push(
-    `\nKorral StoreLink MCP HTTP benchmark${quick ? " (--quick)" : ""}: medians of ${REPS} alternated run(s) of ${DURATION_S}s`,
+    `\nKorral StoreLink MCP HTTP benchmark${quick ? " (--quick)" : ""}${withTelemetry ? " (--telemetry)" : ""}: medians of ${REPS} alternated run(s) of ${DURATION_S}s`,
   );
   const version = execFileSync(NODE, ["--version"], { encoding: "utf8" }).trim();
   lines.push(`node ${version}, ${(await import("node:os")).cpus().length} cpus`);
-  lines.push(`service started as the image starts it: ${START_HTTP}\n`);
+  lines.push(`service started as the image starts it: ${START_HTTP}`);
   lines.push(
-    "era | conns | MCP req/s | Express req/s | ratio | MCP p50/p99 ms | Express p50/p99 ms",
+    "CPU per request: the server process's user + system time over a run (all threads) / answers\n",
+  );
+  const med = (samples: Sample[], field: "rps" | "p50" | "p99" | "cpuUs") =>
+    median(samples.map((r) => r[field]));
+  lines.push(
+    "era | conns | MCP req/s | Express req/s | ratio | MCP p50/p99 ms | Express p50/p99 ms | MCP us/req | Express us/req | Express/MCP CPU",
   );
   for (const era of Object.keys(ERAS) as Era[]) {
     for (const c of CONNECTIONS) {
       const slot = runs.get(key(era, c));
       if (!slot) continue;
+      const ratio = med(slot.mcp, "rps") / med(slot.bare, "rps");
+      const target = TARGETS.ratio[era];
       const m = {
-        rps: median(slot.mcp.map((r) => r.rps)),
-        p50: median(slot.mcp.map((r) => r.p50)),
-        p99: median(slot.mcp.map((r) => r.p99)),
+        p50: med(slot.mcp, "p50"),
+        p99: med(slot.mcp, "p99"),
+        cpu: med(slot.mcp, "cpuUs"),
       };
       const b = {
-        rps: median(slot.bare.map((r) => r.rps)),
-        p50: median(slot.bare.map((r) => r.p50)),
-        p99: median(slot.bare.map((r) => r.p99)),
+        p50: med(slot.bare, "p50"),
+        p99: med(slot.bare, "p99"),
+        cpu: med(slot.bare, "cpuUs"),
       };
-      const ratio = m.rps / b.rps;
-      const target = TARGETS.ratio[era];
       lines.push(
-        `${ERAS[era].label} | ${c} | ${fmt(m.rps)} | ${fmt(b.rps)} | ${fmt(ratio, 2)}x | ${m.p50}/${m.p99} | ${b.p50}/${b.p99}`,
+        `${ERAS[era].label} | ${c} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.bare, "rps"))} | ${fmt(ratio, 2)}x | ${m.p50}/${m.p99} | ${b.p50}/${b.p99} | ${fmt(m.cpu)} | ${fmt(b.cpu)} | ${fmt(b.cpu / m.cpu, 2)}x`,
       );
       lines.push(
         check(
@@ -403,6 +608,51 @@ async function main(): Promise<void> {
       }
     }
   }
+  if (otel) {
+    lines.push(
+      `\ntelemetry off vs on (OTLP http/protobuf to a sink in this process; ${Object.entries(
+        TELEMETRY_ENV,
+      )
+        .filter(([name]) => name.startsWith("OTEL_TRACES"))
+        .map(([name, value]) => `${name}=${value}`)
+        .join(" ")}; writes always sampled)`,
+    );
+    lines.push(
+      "case | conns | off us/req | on us/req | on/off | per-rep on/off | off req/s | on req/s | on p50/p99 ms",
+    );
+    let answeredOn = 0;
+    let answeredOff = 0;
+    for (const name of CASE_NAMES) {
+      for (const c of connectionsOf(name)) {
+        const slot = runs.get(key(name, c));
+        if (!slot) continue;
+        const off = med(slot.mcp, "cpuUs");
+        const on = med(slot.otel, "cpuUs");
+        const paired = slot.otel.map((r, i) => r.cpuUs / (slot.mcp[i]?.cpuUs ?? Number.NaN));
+        answeredOn += slot.otel.reduce((sum, r) => sum + r.answered, 0);
+        answeredOff += slot.mcp.reduce((sum, r) => sum + r.answered, 0);
+        lines.push(
+          `${caseOf(name).label} | ${c} | ${fmt(off)} | ${fmt(on)} | ${fmt(on / off, 2)}x | ${fmt(Math.min(...paired), 2)}-${fmt(Math.max(...paired), 2)}x | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.otel, "rps"))} | ${med(slot.otel, "p50")}/${med(slot.otel, "p99")}`,
+        );
+        lines.push(
+          check(
+            `${caseOf(name).label} at ${c} connections: CPU per request with telemetry on ${fmt(on / off, 2)}x off (target <= ${TARGETS.telemetryCpuFactor}x)`,
+            on / off <= TARGETS.telemetryCpuFactor,
+          ),
+        );
+      }
+    }
+    const perReq = (ms: number, answered: number) => (ms * 1000) / Math.max(answered, 1);
+    lines.push(
+      `whole measured phase, idle time between runs and batched exports included: off ${fmt(perReq(phaseCpu.mcp, answeredOff))} us/req, on ${fmt(perReq(phaseCpu.otel, answeredOn))} us/req (${fmt(perReq(phaseCpu.otel, answeredOn) / perReq(phaseCpu.mcp, answeredOff), 2)}x; a mix of the cases above)`,
+    );
+    lines.push(
+      `exported during the phase: ${exported.traceRequests} trace requests, ${fmt(exported.traceBytes / 1024)} KiB of spans (${fmt(exported.traceBytes / Math.max(answeredOn, 1), 1)} bytes per request), ${fmt(exported.metricBytes / 1024, 1)} KiB of metrics`,
+    );
+    lines.push(
+      `RSS after load: telemetry on ${fmt(otelRss, 1)} MB, off ${fmt(rss, 1)} MB; cold start, median of ${COLD_STARTS}: on ${fmt(median(otelColds))} ms, off ${fmt(median(colds))} ms`,
+    );
+  }
   if (before) {
     lines.push(`\nbefore (${BASELINE}) and after, same run:`);
     lines.push("era | conns | before req/s | after req/s | before ratio | after ratio");
@@ -410,10 +660,9 @@ async function main(): Promise<void> {
       for (const c of CONNECTIONS) {
         const slot = runs.get(key(era, c));
         if (!slot) continue;
-        const rps = (samples: Sample[]) => median(samples.map((r) => r.rps));
-        const b = rps(slot.bare);
+        const b = med(slot.bare, "rps");
         lines.push(
-          `${ERAS[era].label} | ${c} | ${fmt(rps(slot.before))} | ${fmt(rps(slot.mcp))} | ${fmt(rps(slot.before) / b, 2)}x | ${fmt(rps(slot.mcp) / b, 2)}x`,
+          `${ERAS[era].label} | ${c} | ${fmt(med(slot.before, "rps"))} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.before, "rps") / b, 2)}x | ${fmt(med(slot.mcp, "rps") / b, 2)}x`,
         );
       }
     }
@@ -432,9 +681,15 @@ async function main(): Promise<void> {
     ),
   );
   lines.push(`RSS after load: ${fmt(rss, 1)} MB (bare Express ${fmt(bareRss, 1)} MB)`);
-  lines.push(
-    check(`RSS after load ${fmt(rss, 1)} MB (target <= ${TARGETS.rssMb} MB)`, rss <= TARGETS.rssMb),
-  );
+  // The write case leaves its thousands of orders in the embedded StoreLink: no target then.
+  if (!withTelemetry) {
+    lines.push(
+      check(
+        `RSS after load ${fmt(rss, 1)} MB (target <= ${TARGETS.rssMb} MB)`,
+        rss <= TARGETS.rssMb,
+      ),
+    );
+  }
   const growth = heap.afterMb - heap.beforeMb;
   lines.push(
     `heap used after GC: ${fmt(heap.beforeMb, 2)} MB before, ${fmt(heap.afterMb, 2)} MB after ${HEAP_CALLS} calls`,
@@ -462,4 +717,5 @@ main()
     for (const child of children) child.kill("SIGKILL");
     rmSync(tmp, { recursive: true, force: true });
     void google.close();
+    void sink.close();
   });
