@@ -120,8 +120,16 @@ async function runAgent(order: LogicalOrder, pick: () => Replica, random: () => 
   const args = { store_id: order.store, sku: order.sku, quantity: order.quantity };
   let last = "";
   let unknowns = 0;
+  // A refused connection reached no replica (a killed one not yet back): the agent's client
+  // connects again without spending a try, up to a bound of its own.
+  let refused = 0;
   for (let n = 0; n < TRIES; n++) {
-    if (n > 0) await sleep(PAUSES_MS[n - 1] as number);
+    if (last.endsWith("connection_refused") && refused++ < TRIES * 2) {
+      n--;
+      await sleep(PAUSES_MS[0] as number);
+    } else if (n > 0) {
+      await sleep(PAUSES_MS[n - 1] as number);
+    }
     order.lastCallAt = Date.now();
     const ask =
       order.key !== undefined &&
