@@ -158,15 +158,7 @@ export class InMemoryStoreLink implements StoreLinkClient {
           return folded;
         }
       }
-      if (this.#inProgressMs === 0) {
-        const created = this.#create(request, fingerprint);
-        this.#requests.set(scoped, {
-          state: "created",
-          fingerprint,
-          orderId: created.order.order_id,
-        });
-        return created;
-      }
+      if (this.#inProgressMs === 0) return this.#createUnder(scoped, request, fingerprint);
       let settle = (): void => {};
       const settled = new Promise<void>((resolve) => {
         settle = resolve;
@@ -175,13 +167,7 @@ export class InMemoryStoreLink implements StoreLinkClient {
       try {
         await new Promise((resolve) => setTimeout(resolve, this.#inProgressMs));
         // In progress, the record is this create's alone: a fence was refused, a create waited.
-        const created = this.#create(request, fingerprint);
-        this.#requests.set(scoped, {
-          state: "created",
-          fingerprint,
-          orderId: created.order.order_id,
-        });
-        return created;
+        return this.#createUnder(scoped, request, fingerprint);
       } finally {
         if (this.#requests.get(scoped)?.state === "in_progress") this.#requests.delete(scoped);
         settle();
@@ -257,6 +243,13 @@ export class InMemoryStoreLink implements StoreLinkClient {
   }
 
   /** Creates the order, numbered per store (synchronous: it is one step with its record). */
+  /** Creates the order and records the key (`scoped`) as having created it, in one step. */
+  #createUnder(scoped: string, request: OrderRequest, fingerprint: string): CreatedOrder {
+    const created = this.#create(request, fingerprint);
+    this.#requests.set(scoped, { state: "created", fingerprint, orderId: created.order.order_id });
+    return created;
+  }
+
   #create(request: OrderRequest, fingerprint: string): CreatedOrder {
     const seq = (this.#sequence.get(request.store_id) ?? 0) + 1;
     this.#sequence.set(request.store_id, seq);
