@@ -30,7 +30,7 @@ export interface EmulatorFaults {
    * For the next `count` order POSTs, drop the socket at once and apply the create `afterMs`
    * later: a delayed copy arriving late (a key fenced meanwhile creates nothing).
    */
-  lateOrders?: { count: number; afterMs: number };
+  lateOrders?: { count: number; afterMs: number; after?: Promise<unknown> };
 }
 
 export interface EmulatorOptions {
@@ -205,10 +205,14 @@ export function createEmulatorApp(options: EmulatorOptions = {}): Express {
         late.count -= 1;
         req.socket.destroy();
         const storeKey = keyOf(req);
+        // `after` (tests): the copy lands only once it resolves, too.
+        const gate = late.after ?? Promise.resolve();
         setTimeout(() => {
-          storelink.createOrder(request, storeKey).catch(() => {
-            // Refused when it lands (a fenced key, a bad key): nothing was created.
-          });
+          void gate.then(() =>
+            storelink.createOrder(request, storeKey).catch(() => {
+              // Refused when it lands (a fenced key, a bad key): nothing was created.
+            }),
+          );
         }, late.afterMs).unref();
         return;
       }

@@ -39,6 +39,11 @@ export interface InMemoryStoreLinkOptions {
    * 0, the default, creates at once with no await at all. At most MAX_IN_PROGRESS_MS.
    */
   inProgressMs?: number;
+  /**
+   * Instead of a time: a keyed create stays `in_progress` until this resolves (tests that must
+   * act during the state, whatever the machine's speed).
+   */
+  inProgressUntil?: () => Promise<unknown>;
 }
 
 /**
@@ -59,12 +64,14 @@ export class InMemoryStoreLink implements StoreLinkClient {
   readonly #recent = new Map<string, { orderId: string; at: number }>();
   readonly #dedupeWindowMs: number;
   readonly #inProgressMs: number;
+  readonly #inProgressUntil: (() => Promise<unknown>) | undefined;
 
   constructor(options: InMemoryStoreLinkOptions = {}) {
     this.#acceptedKeys = options.acceptedKeys ?? SEED_ACCEPTED_KEYS;
     this.#now = options.now ?? (() => new Date());
     this.#dedupeWindowMs = options.dedupeWindowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
     this.#inProgressMs = Math.min(options.inProgressMs ?? 0, MAX_IN_PROGRESS_MS);
+    this.#inProgressUntil = options.inProgressUntil;
   }
 
   async listStores(): Promise<Store[]> {
@@ -158,14 +165,17 @@ export class InMemoryStoreLink implements StoreLinkClient {
           return folded;
         }
       }
-      if (this.#inProgressMs === 0) return this.#createUnder(scoped, request, fingerprint);
+      const until = this.#inProgressUntil;
+      if (this.#inProgressMs === 0 && until === undefined) {
+        return this.#createUnder(scoped, request, fingerprint);
+      }
       let settle = (): void => {};
       const settled = new Promise<void>((resolve) => {
         settle = resolve;
       });
       this.#requests.set(scoped, { state: "in_progress", fingerprint, settled });
       try {
-        await new Promise((resolve) => setTimeout(resolve, this.#inProgressMs));
+        await (until?.() ?? new Promise((resolve) => setTimeout(resolve, this.#inProgressMs)));
         // In progress, the record is this create's alone: a fence was refused, a create waited.
         return this.#createUnder(scoped, request, fingerprint);
       } finally {

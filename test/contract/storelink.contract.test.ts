@@ -6,6 +6,7 @@ import { InvalidIdError } from "../../src/storelink/ids.js";
 import { InMemoryStoreLink, type InMemoryStoreLinkOptions } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { startEmulator } from "../../src/storelink-emulator.js";
+import { Gate } from "../helpers/scripted-storelink.js";
 
 /**
  * One suite, two clients: the seeded in-memory StoreLink, and HttpStoreLinkClient talking to the
@@ -254,7 +255,9 @@ describe.each(factories)("StoreLink contract 1.1, order requests: %s", (_name, m
   });
 
   it("a create in progress: read in_progress, a fence is order_request_in_progress, then created", async () => {
-    const client = await make({ inProgressMs: 1_500 });
+    // In progress until the test says so: nothing here depends on the machine's speed.
+    const gate = new Gate();
+    const client = await make({ inProgressUntil: () => gate.wait() });
     const creating = client.createOrder({ ...ORDER, idempotency_key: "req-p" }, key("47"));
     // The create reaches StoreLink (over HTTP, its POST lands some time after it was sent).
     let record = await client.getOrderRequest("47", "req-p", key("47")).catch(() => undefined);
@@ -273,6 +276,7 @@ describe.each(factories)("StoreLink contract 1.1, order requests: %s", (_name, m
         client.createOrder({ ...ORDER, quantity: 1, idempotency_key: "req-p" }, key("47")),
       ),
     ).toBe("idempotency_conflict");
+    gate.release();
     const created = await creating;
     expect(created.replayed).toBe(false);
     expect(await retry).toEqual({ order: created.order, replayed: true });

@@ -3,7 +3,7 @@ import { ApiKey } from "../../src/keys/api-key.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { connect, errorOf, type Harness, HERO_REASON } from "../helpers/harness.js";
-import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
+import { Gate, ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * get_replenishment_status by idempotency key: the agent learns the truth of an attempt it has no
@@ -47,7 +47,8 @@ describe("get_replenishment_status by idempotency_key", () => {
   });
 
   it("not_created for a fenced key, unknown for a key StoreLink has no record of, in_progress while it creates", async () => {
-    const inner = new InMemoryStoreLink({ inProgressMs: 200 });
+    const gate = new Gate();
+    const inner = new InMemoryStoreLink({ inProgressUntil: () => gate.wait() });
     const { h } = await start(new ScriptedStoreLink(inner));
     await inner.fenceOrderRequest("47", "fenced-key-00001", KEY_47);
     const fenced = await status(h, { idempotency_key: "fenced-key-00001" });
@@ -61,6 +62,7 @@ describe("get_replenishment_status by idempotency_key", () => {
     const creating = inner.createOrder({ ...ORDER, idempotency_key: "in-progress-key-1" }, KEY_47);
     const during = await status(h, { idempotency_key: "in-progress-key-1" });
     expect(during.structuredContent).toMatchObject({ state: "in_progress" });
+    gate.release();
     await creating;
     const after = await status(h, { idempotency_key: "in-progress-key-1" });
     expect(after.structuredContent).toMatchObject({ state: "created", order_id: "RPL-47-001" });

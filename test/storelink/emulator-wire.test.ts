@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { createEmulatorApp } from "../../src/storelink-emulator.js";
+import { Gate } from "../helpers/scripted-storelink.js";
 
 /** The emulator's wire format (supertest on createEmulatorApp) against openapi/storelink.yaml. */
 
@@ -133,7 +134,10 @@ describe("StoreLink emulator wire format", () => {
   });
 
   it("answers order_request_in_progress while a create with the key runs", async () => {
-    const app = createEmulatorApp({ storelink: new InMemoryStoreLink({ inProgressMs: 1_000 }) });
+    const gate = new Gate();
+    const app = createEmulatorApp({
+      storelink: new InMemoryStoreLink({ inProgressUntil: () => gate.wait() }),
+    });
     const creating = request(app)
       .post("/v1/stores/47/orders")
       .set(KEY)
@@ -149,6 +153,7 @@ describe("StoreLink emulator wire format", () => {
       409,
       "order_request_in_progress",
     );
+    gate.release();
     expect((await creating).status).toBe(201);
   });
 

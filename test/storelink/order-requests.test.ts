@@ -8,6 +8,7 @@ import { HttpStoreLinkClient } from "../../src/storelink/http.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type EmulatorFaults, startEmulator } from "../../src/storelink-emulator.js";
+import { Gate } from "../helpers/scripted-storelink.js";
 
 /**
  * HttpStoreLinkClient on contract 1.1's order-request routes, over real loopback sockets: every
@@ -262,12 +263,15 @@ describe("the emulator's lost and late requests", () => {
   });
 
   it("late, fenced first: the late copy creates nothing", async () => {
+    // The copy lands only once the fence is in: nothing here depends on the machine's speed.
+    const gate = new Gate();
     const { storelink, client, nextOrderId } = await emulatorWith({
       cutAfterOrders: 0,
-      lateOrders: { count: 1, afterMs: 1_000 },
+      lateOrders: { count: 1, afterMs: 0, after: gate.wait() },
     });
     expect(await kindOf(client.createOrder(REQUEST, KEY))).toBe("outcome_unknown");
     expect(await client.fenceOrderRequest("47", IDEM, KEY)).toEqual({ state: "fenced" });
+    gate.release();
     await until(() => storelink.decided === 1);
     expect(await client.getOrderRequest("47", IDEM, KEY)).toEqual({
       idempotency_key: IDEM,
