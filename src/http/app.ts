@@ -8,7 +8,7 @@ import { opsLog } from "../logging/ops.js";
 import { traceFieldsOf } from "../logging/trace-context.js";
 import { markNonDataNames } from "../mcp/argument-names.js";
 import { type CallTrace, callTool } from "../mcp/call-tool.js";
-import { MODERN_REVISION, SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
+import { type Era, MODERN_REVISION, SERVER_NAME, SERVER_VERSION } from "../mcp/server.js";
 import { unverifiedPrincipal } from "../policy/principal.js";
 import { traceParentOf, traceParentOfHeaders } from "../telemetry/api.js";
 import { ATTR } from "../telemetry/conventions.js";
@@ -43,7 +43,7 @@ const legacyRevisionOf = (req: Request): string => {
  * ends with its answer; a tools/call's span is the call's own (mcp/call-tool.ts). A batch or a
  * notification has no span of its own.
  */
-function spanOtherRequest(deps: Deps, body: unknown, req: Request, res: Response): void {
+function spanOtherRequest(deps: Deps, body: unknown, era: Era, req: Request, res: Response): void {
   if (body === null || typeof body !== "object" || Array.isArray(body)) return;
   const { method, id, params } = body as { method?: unknown; id?: unknown; params?: unknown };
   if (typeof method !== "string" || method === "tools/call" || id === undefined) return;
@@ -51,7 +51,6 @@ function spanOtherRequest(deps: Deps, body: unknown, req: Request, res: Response
     params !== null && typeof params === "object"
       ? (params as { _meta?: unknown })._meta
       : undefined;
-  const era = eraOf(body, req.headers);
   const span = deps.telemetry.request({
     method,
     parent: traceParentOf(meta) ?? traceParentOfHeaders(req.headers),
@@ -198,10 +197,9 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
       serveFastRead(res, read, origin, req);
       return;
     }
-    if (traced) spanOtherRequest(deps, body, req, res);
-    handle(req, res, { body, era: eraOf(body, req.headers), authInfo }).catch((error: unknown) =>
-      failed(res, error),
-    );
+    const era = eraOf(body, req.headers);
+    if (traced) spanOtherRequest(deps, body, era, req, res);
+    handle(req, res, { body, era, authInfo }).catch((error: unknown) => failed(res, error));
   });
 
   // Says which StoreLink is in use (never a key or a path), so an operator sees a demo
