@@ -54,3 +54,10 @@ export async function startOtlpSink(): Promise<OtlpSink> {
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
+
+// `--serve` in a forked child (bench/telemetry-work.ts): a sink in its own process, its URL sent
+// to the parent.
+if (process.argv.includes("--serve") && process.send) {
+  const sink = await startOtlpSink();
+  process.send(sink.url);
+}

@@ -200,6 +200,47 @@ function defined(attributes: Attributes | undefined): Record<string, string | nu
   return out;
 }
 
+/**
+ * A CLIENT span under a parent that is not recorded: its trace is not sampled, so no span is
+ * made (the SDK's would be dropped too, by WritesAlwaysSampler's "follow the parent"); only its
+ * duration feeds its metric. Downstream gets the parent's own context, unsampled, so StoreLink's
+ * spans still name this trace.
+ */
+class UnrecordedSpan implements Span {
+  readonly #metricAttributes: Record<string, string | number | boolean> = {};
+  #ended = false;
+  readonly #start = performance.now();
+
+  constructor(
+    readonly traceparent: string | undefined,
+    private readonly metric: Histogram | undefined,
+    private readonly metricNames: readonly string[],
+    attributes: Attributes | undefined,
+  ) {
+    if (metric !== undefined && attributes !== undefined) {
+      pick(this.#metricAttributes, metricNames, attributes);
+    }
+  }
+
+  set(attributes: Attributes): void {
+    if (!this.#ended && this.metric !== undefined) {
+      pick(this.#metricAttributes, this.metricNames, attributes);
+    }
+  }
+
+  fail(errorType: string): void {
+    this.set({ [ATTR.errorType]: errorType });
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.metric?.record((performance.now() - this.#start) / 1000, this.#metricAttributes);
+  }
+
+  readonly ids = undefined;
+}
+
 /** Our Span over OpenTelemetry's: keeps the SDK span (a client span's parent) and its metric. */
 class OtelBackedSpan implements Span {
   readonly #metricAttributes: Record<string, string | number | boolean> = {};
@@ -328,13 +369,16 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
       return new OtelBackedSpan(inner, serverDuration, SERVER_METRIC_ATTRIBUTES, attributes);
     },
     client(parent: Span, init: ClientSpanInit): Span {
+      const metric = init.system === "storelink" ? storelinkDuration : undefined;
+      const metricNames = init.system === "storelink" ? STORELINK_METRIC_ATTRIBUTES : [];
+      if (parent instanceof OtelBackedSpan && !parent.inner.isRecording()) {
+        return new UnrecordedSpan(parent.traceparent, metric, metricNames, init.attributes);
+      }
       const context =
         parent instanceof OtelBackedSpan ? trace.setSpan(ROOT_CONTEXT, parent.inner) : ROOT_CONTEXT;
       const attributes = defined(init.attributes);
       const inner = tracer.startSpan(init.name, { kind: SpanKind.CLIENT, attributes }, context);
-      return init.system === "storelink"
-        ? new OtelBackedSpan(inner, storelinkDuration, STORELINK_METRIC_ATTRIBUTES, attributes)
-        : new OtelBackedSpan(inner, undefined, [], attributes);
+      return new OtelBackedSpan(inner, metric, metricNames, attributes);
     },
     limitsAvailable(up: boolean): void {
       limitsUp = up ? 1 : 0;

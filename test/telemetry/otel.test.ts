@@ -165,6 +165,26 @@ describe("sampling", () => {
     );
   });
 
+  it("under an unsampled read no client span is made: StoreLink gets the read's own context, unsampled, and its metric still counts", async () => {
+    const receiver = await startOtlpReceiver();
+    const telemetry = telemetryFor(receiver.url, { OTEL_TRACES_SAMPLER: "always_off" });
+    const read = oneToolCall(telemetry, false, "tool_error");
+    expect(read.client.ids).toBeUndefined();
+    expect(read.client.traceparent).toBe(read.span.traceparent);
+    expect(read.client.traceparent).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-00$`));
+    read.client.fail("unavailable");
+    read.client.end();
+    await telemetry.shutdown(5000);
+    expect(receiver.spans).toEqual([]);
+    // Its status set before its end; what is set after the end changes nothing.
+    expect(
+      receiver.points.find((p) => p.metric === METRICS.storelinkRequestDuration),
+    ).toMatchObject({ count: 1, attributes: { [ATTR.httpStatus]: 200 } });
+    expect(
+      receiver.points.find((p) => p.metric === METRICS.storelinkRequestDuration)?.attributes,
+    ).not.toHaveProperty(ATTR.errorType);
+  });
+
   it("parentbased_always_on follows an unsampled parent for reads; an invalid parent is ignored", async () => {
     const receiver = await startOtlpReceiver();
     const telemetry = telemetryFor(receiver.url);
