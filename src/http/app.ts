@@ -1,5 +1,12 @@
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AuthInfo } from "@modelcontextprotocol/server";
-import express, { type Express, type Request, type Response } from "express";
+import express, { type Request, type Response } from "express";
 import type { Config } from "../config.js";
 import type { ReconcileReport } from "../lifecycle/reconcile.js";
 import { type CallOrigin, unverifiedOrigin, verifiedOrigin } from "../logging/call-record.js";
@@ -16,7 +23,7 @@ import type { Deps } from "../tools/define.js";
 import type { AuthGate } from "./auth/gate.js";
 import {
   bodyRefusals,
-  JSON_BODY_LIMIT,
+  JSON_BODY_LIMIT_BYTES,
   MAX_BODY_DEPTH,
   REPEATED_ID,
   repeatsId,
@@ -25,15 +32,16 @@ import {
   withoutCancelled,
 } from "./body-refusals.js";
 import { callerOf } from "./caller.js";
+import { directPost } from "./direct-post.js";
 import { eraOf } from "./era.js";
 import { type FastRead, fastReadAnswer, fastReadOf } from "./fast-reads.js";
-import { hostGuard, originGuard, rpcError } from "./guards.js";
+import { hostCheck, hostGuard, originCheck, originGuard, rpcError } from "./guards.js";
 import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
 import { endWithJson } from "./json-answer.js";
 import { mcpHttpHandler } from "./mcp-handler.js";
 
 /** The 2025 revision a request names in its header, for its span (none: the latest 2025 one). */
-const legacyRevisionOf = (req: Request): string => {
+const legacyRevisionOf = (req: IncomingMessage): string => {
   const named = req.headers["mcp-protocol-version"];
   return typeof named === "string" ? named : "2025-06-18";
 };
@@ -43,7 +51,13 @@ const legacyRevisionOf = (req: Request): string => {
  * ends with its answer; a tools/call's span is the call's own (mcp/call-tool.ts). A batch or a
  * notification has no span of its own.
  */
-function spanOtherRequest(deps: Deps, body: unknown, era: Era, req: Request, res: Response): void {
+function spanOtherRequest(
+  deps: Deps,
+  body: unknown,
+  era: Era,
+  req: IncomingMessage,
+  res: ServerResponse,
+): void {
   if (body === null || typeof body !== "object" || Array.isArray(body)) return;
   const { method, id, params } = body as { method?: unknown; id?: unknown; params?: unknown };
   if (typeof method !== "string" || method === "tools/call" || id === undefined) return;
@@ -91,6 +105,12 @@ export interface AppOptions {
    * every request takes the SDK's path: the fast path's reference in tests.
    */
   fastReads?: boolean;
+  /**
+   * Take a plain POST /mcp at the node:http level, before Express (direct-post.ts; default
+   * true). Off, every request goes through Express: the direct way's reference in tests. Off
+   * too while debug logging is on, so its access line sees every request.
+   */
+  directPost?: boolean;
   /** The resource server in front of POST /mcp (KORRAL_AUTH); unset: today's unverified caller. */
   auth?: AuthGate;
   /**
@@ -117,7 +137,15 @@ export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
  * transport from the SDK (mcp-handler.ts), or the fast path for a plain read, so concurrent
  * requests never share protocol state.
  */
-export function createApp(deps: Deps, options: AppOptions = {}): Express {
+/**
+ * The service as a node:http request listener (supertest and embedders take it as it is), with
+ * Express's `listen`: a listen error goes to the callback, as Express 5 does it.
+ */
+export type McpApp = RequestListener & {
+  listen(port: number, host: string, callback?: (error?: Error) => void): Server;
+};
+
+export function createApp(deps: Deps, options: AppOptions = {}): McpApp {
   const app = express();
   const unverified = options.unverifiedPrincipal ?? unverifiedPrincipal(undefined).id;
   app.disable("x-powered-by");
@@ -126,9 +154,10 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   if (opsLog.isLevelEnabled("debug")) app.use(requestLogging);
   const guards = [originGuard(options.allowedOrigins ?? [])];
   if (options.allowedHosts) guards.unshift(hostGuard(options.allowedHosts));
+  const direct = options.directPost !== false && !opsLog.isLevelEnabled("debug");
   const handle = mcpHttpHandler(deps);
   /** A request that failed unexpectedly: a JSON-RPC 500, or a cut answer. */
-  const failed = (res: Response, error: unknown): void => {
+  const failed = (res: ServerResponse, error: unknown): void => {
     opsLog.error({ err: error }, "MCP request failed");
     if (!res.headersSent) rpcError(res, 500, -32603, "Internal server error");
     else res.destroy();
@@ -136,7 +165,12 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   const fastReads = options.fastReads !== false;
   /** A plain read (fast-reads.ts): the tool's answer in the SDK's shape for its era. */
   const traced = deps.telemetry.enabled;
-  const serveFastRead = (res: Response, read: FastRead, origin: CallOrigin, req: Request) => {
+  const serveFastRead = (
+    res: ServerResponse,
+    read: FastRead,
+    origin: CallOrigin,
+    req: IncomingMessage,
+  ) => {
     const abort = new AbortController();
     // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
     // every request.
@@ -165,18 +199,19 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   // costs it a path match. The token is checked before the body is read, the write's scope after.
   const authenticate = auth ? [auth.authenticate] : [];
   const writeScope = auth ? [auth.requireWriteScope] : [];
-  const json = express.json({ limit: JSON_BODY_LIMIT });
-  app.post("/mcp", ...guards, ...authenticate, json, ...writeScope, (req, res) => {
+  const json = express.json({ limit: JSON_BODY_LIMIT_BYTES });
+  /** POST /mcp with its body parsed: the one handler of both ways in. */
+  const answerPost = (req: IncomingMessage, res: ServerResponse, parsed: unknown): void => {
     // Before anything else walks the body: every later walk is then bounded too.
-    if (tooDeep(req.body, MAX_BODY_DEPTH)) {
+    if (tooDeep(parsed, MAX_BODY_DEPTH)) {
       rpcError(res, 400, -32600, TOO_DEEP);
       return;
     }
-    if (repeatsId(req.body)) {
+    if (repeatsId(parsed)) {
       rpcError(res, 400, -32600, REPEATED_ID);
       return;
     }
-    const body = withoutCancelled(req.body);
+    const body = withoutCancelled(parsed);
     markNonDataNames(body);
     // Who the call acts for: the verified principal when KORRAL_AUTH is on (it then also keys
     // the rate limit and binds confirmation state), else the unverified local one and the
@@ -200,7 +235,10 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
     const era = eraOf(body, req.headers);
     if (traced) spanOtherRequest(deps, body, era, req, res);
     handle(req, res, { body, era, authInfo }).catch((error: unknown) => failed(res, error));
-  });
+  };
+  app.post("/mcp", ...guards, ...authenticate, json, ...writeScope, (req, res) =>
+    answerPost(req, res, req.body),
+  );
 
   // Says which StoreLink is in use (never a key or a path), so an operator sees a demo
   // deployment at a glance, and whether writes can be checked now: `limits` is "unavailable"
@@ -252,5 +290,30 @@ export function createApp(deps: Deps, options: AppOptions = {}): Express {
   });
 
   app.use(bodyRefusals);
-  return app;
+
+  const listener: RequestListener = direct
+    ? directPost({
+        app,
+        hostAllowed: options.allowedHosts ? hostCheck(options.allowedHosts) : undefined,
+        originAllowed: originCheck(options.allowedOrigins ?? []),
+        ...(auth ? { auth } : {}),
+        answer: answerPost,
+      })
+    : app;
+  return Object.assign(listener, {
+    listen(port: number, host: string, callback?: (error?: Error) => void): Server {
+      const server = createHttpServer(listener);
+      if (callback) {
+        let called = false;
+        const once = (error?: Error) => {
+          if (called) return;
+          called = true;
+          callback(error);
+        };
+        server.once("error", once);
+        return server.listen(port, host, once);
+      }
+      return server.listen(port, host);
+    },
+  });
 }

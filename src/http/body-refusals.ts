@@ -7,8 +7,9 @@ import { rpcError } from "./guards.js";
  * nested too deep. Every refusal is a JSON-RPC error body with a 4xx, in both protocol eras.
  */
 
-/** The largest body express.json accepts (413 beyond). */
+/** The largest body express.json accepts (413 beyond), as its refusal names it, and in bytes. */
 export const JSON_BODY_LIMIT = "256kb";
+export const JSON_BODY_LIMIT_BYTES = 256 * 1024;
 
 /**
  * How deep a POST body may nest (the batch array counts as one level). MCP messages need a

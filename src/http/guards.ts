@@ -1,10 +1,16 @@
+import type { ServerResponse } from "node:http";
 import type { NextFunction, Request, Response } from "express";
 import { hostAllowedBy, hostnameOf, LOOPBACK_HOSTS } from "./host-patterns.js";
+import { endWithJson } from "./json-answer.js";
 
-/** Writes a JSON-RPC error body (the only kind of error body this service sends). */
-export function rpcError(res: Response, status: number, code: number, message: string): void {
+/**
+ * Writes a JSON-RPC error body (the only kind of error body this service sends), on node's
+ * response as on Express's: the bytes and headers Express's `res.json` sent.
+ */
+export function rpcError(res: ServerResponse, status: number, code: number, message: string): void {
   if (res.headersSent) return;
-  res.status(status).json({ jsonrpc: "2.0", error: { code, message }, id: null });
+  const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null });
+  endWithJson(res, status, body, "application/json; charset=utf-8");
 }
 
 /**
@@ -13,11 +19,24 @@ export function rpcError(res: Response, status: number, code: number, message: s
  * configured, exactly or as a pattern (see `hostPatternProblem`).
  */
 export function hostGuard(allowedHosts: readonly string[]) {
+  const isAllowed = hostCheck(allowedHosts);
+  return (req: Request, res: Response, next: NextFunction): void => {
+    if (!isAllowed(req.headers.host)) {
+      rpcError(res, 403, -32000, "Forbidden: Host not allowed.");
+      return;
+    }
+    next();
+  };
+}
+
+/** Whether a Host header names this service (hostGuard's rule; the direct way in asks it too). */
+export function hostCheck(allowedHosts: readonly string[]): (host: string | undefined) => boolean {
   const allowed = hostAllowedBy(allowedHosts);
   // Verdicts by raw header: clients send the same Host every time, so it is parsed as a URL once.
   // Bounded, so varied junk cannot grow it.
   const verdicts = new Map<string, boolean>();
-  const isAllowed = (header: string): boolean => {
+  return (header) => {
+    if (header === undefined) return false;
     let verdict = verdicts.get(header);
     if (verdict === undefined) {
       verdict = allowed(header);
@@ -26,14 +45,6 @@ export function hostGuard(allowedHosts: readonly string[]) {
     }
     return verdict;
   };
-  return (req: Request, res: Response, next: NextFunction): void => {
-    const header = req.headers.host;
-    if (header === undefined || !isAllowed(header)) {
-      rpcError(res, 403, -32000, "Forbidden: Host not allowed.");
-      return;
-    }
-    next();
-  };
 }
 
 /**
@@ -41,23 +52,29 @@ export function hostGuard(allowedHosts: readonly string[]) {
  * accepted; a browser page must come from a configured origin or from a localhost page.
  */
 export function originGuard(allowedOrigins: readonly string[]) {
-  const allowed = new Set(allowedOrigins.map((o) => o.toLowerCase().replace(/\/+$/, "")));
+  const isAllowed = originCheck(allowedOrigins);
   return (req: Request, res: Response, next: NextFunction): void => {
-    const origin = req.headers.origin;
-    if (origin === undefined) {
-      next();
-      return;
-    }
-    const normalised = origin.toLowerCase();
-    const hostname = hostnameOf(normalised);
-    const isHttp = normalised.startsWith("http://") || normalised.startsWith("https://");
-    if (
-      allowed.has(normalised) ||
-      (isHttp && hostname !== undefined && LOOPBACK_HOSTS.includes(hostname))
-    ) {
+    if (isAllowed(req.headers.origin)) {
       next();
       return;
     }
     rpcError(res, 403, -32000, "Forbidden: Origin not allowed.");
+  };
+}
+
+/** Whether an Origin header (or none) is accepted (originGuard's rule; the direct way asks it). */
+export function originCheck(
+  allowedOrigins: readonly string[],
+): (origin: string | undefined) => boolean {
+  const allowed = new Set(allowedOrigins.map((o) => o.toLowerCase().replace(/\/+$/, "")));
+  return (origin) => {
+    if (origin === undefined) return true;
+    const normalised = origin.toLowerCase();
+    const hostname = hostnameOf(normalised);
+    const isHttp = normalised.startsWith("http://") || normalised.startsWith("https://");
+    return (
+      allowed.has(normalised) ||
+      (isHttp && hostname !== undefined && LOOPBACK_HOSTS.includes(hostname))
+    );
   };
 }

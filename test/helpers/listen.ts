@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { AddressInfo } from "node:net";
-import type { Express } from "express";
+import type { McpApp } from "../../src/http/app.js";
 
 /** An app listening on an ephemeral loopback port; `close` drops open connections first. */
 export interface Listening {
@@ -9,7 +9,7 @@ export interface Listening {
   close(): Promise<void>;
 }
 
-export async function listen(app: Express): Promise<Listening> {
+export async function listen(app: McpApp): Promise<Listening> {
   const listener = app.listen(0, "127.0.0.1");
   await once(listener, "listening");
   return {

@@ -1,6 +1,6 @@
-import type { Express } from "express";
 import request from "supertest";
 import { expect } from "vitest";
+import type { McpApp } from "../../src/http/app.js";
 import { HERO_REASON } from "./harness.js";
 import { modernHeaders, modernMeta } from "./rpc.js";
 
@@ -23,7 +23,7 @@ export interface CallOptions {
   as?: string;
 }
 
-export async function modernWrite(app: Express, options: CallOptions = {}) {
+export async function modernWrite(app: McpApp, options: CallOptions = {}) {
   const params: Record<string, unknown> = {
     name: "create_replenishment_order",
     arguments: options.args ?? ORDER,
@@ -54,7 +54,7 @@ export async function modernWrite(app: Express, options: CallOptions = {}) {
 export const YES = { action: "accept", content: { confirm: true } };
 
 /** Round 1: the buyer is asked; returns the signed state round 2 echoes. */
-export async function roundOne(app: Express, options: CallOptions = {}) {
+export async function roundOne(app: McpApp, options: CallOptions = {}) {
   const first = await modernWrite(app, options);
   expect(first.resultType).toBe("input_required");
   expect(typeof first.requestState).toBe("string");

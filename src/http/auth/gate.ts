@@ -41,7 +41,14 @@ export interface AuthGate {
   readonly metadataPaths: readonly string[];
   readonly metadata: RequestHandler;
   readonly authenticate: RequestHandler;
+  /**
+   * `authenticate`'s verdict without its answer: true once the request's caller is verified (as
+   * `authenticate` would let it through); false for anything it would refuse or could not check.
+   */
+  accepts(req: IncomingMessage): Promise<boolean>;
   readonly requireWriteScope: RequestHandler;
+  /** Whether `requireWriteScope` lets this request's body through. */
+  mayWrite(req: IncomingMessage, body: unknown): boolean;
   /** The verified caller of a request `authenticate` let through. */
   verifiedOf(req: IncomingMessage): Verified | undefined;
   /** Reads the issuer's metadata now, so the first call does not wait for it. */
@@ -123,14 +130,21 @@ export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGa
       }
     : {};
 
-  const authenticate = (req: Request, res: Response, next: NextFunction): void => {
+  /** Verifies the request's token (with the read scope) and keeps who it names for the request. */
+  const verifyRequest = async (req: IncomingMessage): Promise<void> => {
     const serverless = req.headers["x-serverless-authorization"];
     const header = typeof serverless === "string" ? serverless : req.headers.authorization;
-    verifyBearerToken(header, { verifier, requiredScopes: [readScope], ...options }).then(
-      (info) => {
-        verified.set(req, (info.extra as { verified: Verified }).verified);
-        next();
-      },
+    const info = await verifyBearerToken(header, {
+      verifier,
+      requiredScopes: [readScope],
+      ...options,
+    });
+    verified.set(req, (info.extra as { verified: Verified }).verified);
+  };
+
+  const authenticate = (req: Request, res: Response, next: NextFunction): void => {
+    verifyRequest(req).then(
+      () => next(),
       (error: unknown) => {
         if (error instanceof AuthUnavailable) {
           res.setHeader("Retry-After", "5");
@@ -153,14 +167,16 @@ export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGa
   };
 
   const writeScopes = [readScope, orderScope];
+  const hasWriteScopes = (who: Verified): boolean =>
+    writeScopes.every((s) => who.scopes.includes(s));
+  /** What requireWriteScope lets through: no write, or a caller with both scopes. */
+  const mayWrite = (req: IncomingMessage, body: unknown): boolean => {
+    const who = verified.get(req);
+    return who === undefined || hasWriteScopes(who) || writesIn(body).length === 0;
+  };
   const requireWriteScope = (req: Request, res: Response, next: NextFunction): void => {
     const who = verified.get(req);
-    const writes = who === undefined ? [] : writesIn(req.body);
-    if (
-      who === undefined ||
-      writes.length === 0 ||
-      writeScopes.every((s) => who.scopes.includes(s))
-    ) {
+    if (who === undefined || mayWrite(req, req.body)) {
       next();
       return;
     }
@@ -172,7 +188,7 @@ export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGa
     // ran, built as every call's is.
     const origin = verifiedOrigin(who, traceFieldsOf(req.headers));
     const never = new AbortController().signal;
-    const audited = writes.map((args) =>
+    const audited = writesIn(req.body).map((args) =>
       recorder.audit(
         unscopedWrite(callRecord(origin, newRequestId(), WRITE_TOOL, args, never), orderScope),
         origin.traceFields,
@@ -190,7 +206,13 @@ export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGa
       res.json(document);
     },
     authenticate,
+    accepts: (req) =>
+      verifyRequest(req).then(
+        () => true,
+        () => false,
+      ),
     requireWriteScope,
+    mayWrite,
     verifiedOf: (req) => verified.get(req),
     warm,
   };
