@@ -64,7 +64,8 @@ function takenLength(req: IncomingMessage, options: DirectPostOptions): number |
 
 /** JSON whitespace, then what body-parser's strict mode requires first. */
 function startsAsJsonRpc(body: Buffer): boolean {
-  for (const byte of body) {
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i];
     if (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d) continue;
     return byte === 0x7b || byte === 0x5b; // { or [
   }

@@ -14,6 +14,25 @@ const SENDABLE_KEY = /^[\x21-\x7e]+$/;
 export const isSendableKey = (value: string): boolean => SENDABLE_KEY.test(value);
 
 /**
+ * The scrub pattern of each key value seen lately: keys are re-read on every call (a new ApiKey
+ * each time) but change rarely, and building the pattern (every form, one RegExp) costs more than
+ * the scrub. Bounded: a churn of values only rebuilds.
+ */
+const PATTERNS = new Map<string, { pattern: RegExp | undefined; shortest: number }>();
+const PATTERNS_KEPT = 256;
+
+function patternOf(value: string): { pattern: RegExp | undefined; shortest: number } {
+  let found = PATTERNS.get(value);
+  if (found === undefined) {
+    const forms = keyForms(value);
+    found = { pattern: formsPattern(forms), shortest: forms.at(-1)?.length ?? 0 };
+    if (PATTERNS.size >= PATTERNS_KEPT) PATTERNS.clear();
+    PATTERNS.set(value, found);
+  }
+  return found;
+}
+
+/**
  * An opaque wrapper around one store's StoreLink API key.
  *
  * The value is only reachable through `reveal()`, which StoreLink clients call at the moment they
@@ -22,8 +41,6 @@ export const isSendableKey = (value: string): boolean => SENDABLE_KEY.test(value
  */
 export class ApiKey {
   readonly #value: string;
-  /** The scrub pattern, built at the first scrub. */
-  #pattern: RegExp | undefined | null = null;
 
   constructor(value: string) {
     this.#value = value;
@@ -40,12 +57,12 @@ export class ApiKey {
    * result or a log.
    */
   scrub<T>(value: T): T {
-    if (this.#pattern === null) this.#pattern = formsPattern(keyForms(this.#value));
-    const pattern = this.#pattern;
+    const { pattern, shortest } = patternOf(this.#value);
     // Returns `v` itself when it holds no copy (the usual answer): nothing is rebuilt then.
     const clean = (v: unknown, depth: number): unknown => {
       if (typeof v === "string") {
-        return pattern === undefined ? v : v.replace(pattern, "[REDACTED]");
+        // A string shorter than every form cannot hold one.
+        return pattern === undefined || v.length < shortest ? v : v.replace(pattern, "[REDACTED]");
       }
       if (depth > 32 || typeof v !== "object" || v === null) return v;
       if (Array.isArray(v)) {
