@@ -50,8 +50,10 @@ const COLD_STARTS = quick ? 1 : 7;
 const HEAP_CALLS = quick ? 1_000 : 10_000;
 
 const TARGETS = {
-  /** Throughput against bare Express, per era. */
+  /** Throughput against bare Express, per era: the floor that holds (issue 33)... */
   ratio: { legacy: 0.6, modern: 0.6 },
+  /** ...and issue 35's target (faster than bare Express). */
+  fasterThanExpress: 1.5,
   p99Factor: 2,
   coldStartMs: 300,
   rssMb: 130,
@@ -285,6 +287,7 @@ if (START_HTTP?.split(" ")[0] !== "node" || MCP.at(-1) !== "dist/http.js") {
   throw new Error(`unexpected start:http script: ${START_HTTP}`);
 }
 const EXPRESS = ["bench/bare-express.mjs"];
+const RAW_HTTP = ["bench/bare-http.mjs"];
 
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 /** CPU a process has used, user + system, all its threads (/proc/<pid>/stat), in ms. */
@@ -502,23 +505,33 @@ async function main(): Promise<void> {
     legacy: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-legacy.json") }),
     modern: await start(EXPRESS, { BENCH_BODY_FILE: join(tmp, "body-modern.json") }),
   };
-  type Who = "mcp" | "bare" | "before" | "otel";
+  // Raw node:http, the machine's ceiling: only in the plain run (telemetry's compares on/off).
+  const raw = withTelemetry
+    ? undefined
+    : {
+        legacy: await start(RAW_HTTP, { BENCH_BODY_FILE: join(tmp, "body-legacy.json") }),
+        modern: await start(RAW_HTTP, { BENCH_BODY_FILE: join(tmp, "body-modern.json") }),
+      };
+  type Who = "mcp" | "bare" | "raw" | "before" | "otel";
   const server = (who: Who, name: CaseName): Running | undefined => {
     const era = caseOf(name).express;
     if (who === "bare") return era === undefined ? undefined : bare[era];
+    if (who === "raw") return era === undefined ? undefined : raw?.[era];
     // A baseline checkout is compared on the reads both trees serve.
     if (who === "before") return era === undefined ? undefined : before;
     return who === "mcp" ? mcp : otel;
   };
   const contendersOf = (name: CaseName): Who[] =>
-    (["mcp", "bare", "before", "otel"] as const).filter((w) => server(w, name) !== undefined);
+    (["mcp", "bare", "raw", "before", "otel"] as const).filter(
+      (w) => server(w, name) !== undefined,
+    );
   const connectionsOf = (name: CaseName): number[] =>
     caseOf(name).express === undefined ? CONNECTIONS.slice(0, 1) : CONNECTIONS;
   // Warm everything up so the JIT is not measured; every MCP server answers every case first.
   for (const name of CASE_NAMES) {
     for (const who of contendersOf(name)) {
       const target = server(who, name) as Running;
-      if (who !== "bare") await probe(target, name);
+      if (who !== "bare" && who !== "raw") await probe(target, name);
       // Long enough that every path's optimised code is in place before the first measured run.
       await load(target, 10, withTelemetry && !quick ? 3 : 1, name);
     }
@@ -529,7 +542,7 @@ async function main(): Promise<void> {
   const runs = new Map<string, Record<Who, Sample[]>>();
   for (const name of CASE_NAMES) {
     for (const c of connectionsOf(name)) {
-      runs.set(key(name, c), { mcp: [], bare: [], before: [], otel: [] });
+      runs.set(key(name, c), { mcp: [], bare: [], raw: [], before: [], otel: [] });
     }
   }
   // The whole measured phase too: an export that lands between runs is still the process's CPU.
@@ -576,6 +589,10 @@ async function main(): Promise<void> {
   };
   await stop(bare.legacy);
   await stop(bare.modern);
+  if (raw) {
+    await stop(raw.legacy);
+    await stop(raw.modern);
+  }
 
   const colds: number[] = [];
   const bareColds: number[] = [];
@@ -607,7 +624,7 @@ async function main(): Promise<void> {
   const med = (samples: Sample[], field: "rps" | "p50" | "p99" | "cpuUs") =>
     median(samples.map((r) => r[field]));
   lines.push(
-    "era | conns | MCP req/s | Express req/s | ratio | MCP p50/p99 ms | Express p50/p99 ms | MCP us/req | Express us/req | Express/MCP CPU",
+    "era | conns | MCP req/s | Express req/s | ratio | node:http req/s | ratio to node:http | MCP p50/p99 ms | Express p50/p99 ms | MCP us/req | Express us/req | node:http us/req | Express/MCP CPU",
   );
   for (const era of Object.keys(ERAS) as Era[]) {
     for (const c of CONNECTIONS) {
@@ -625,8 +642,15 @@ async function main(): Promise<void> {
         p99: med(slot.bare, "p99"),
         cpu: med(slot.bare, "cpuUs"),
       };
+      const rawRps = slot.raw.length > 0 ? med(slot.raw, "rps") : Number.NaN;
       lines.push(
-        `${ERAS[era].label} | ${c} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.bare, "rps"))} | ${fmt(ratio, 2)}x | ${m.p50}/${m.p99} | ${b.p50}/${b.p99} | ${fmt(m.cpu)} | ${fmt(b.cpu)} | ${fmt(b.cpu / m.cpu, 2)}x`,
+        `${ERAS[era].label} | ${c} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.bare, "rps"))} | ${fmt(ratio, 2)}x | ${fmt(rawRps)} | ${fmt(med(slot.mcp, "rps") / rawRps, 2)}x | ${m.p50}/${m.p99} | ${b.p50}/${b.p99} | ${fmt(m.cpu)} | ${fmt(b.cpu)} | ${slot.raw.length > 0 ? fmt(med(slot.raw, "cpuUs")) : "-"} | ${fmt(b.cpu / m.cpu, 2)}x`,
+      );
+      lines.push(
+        check(
+          `${ERAS[era].label} throughput at ${c} connections ${fmt(ratio, 2)}x Express (issue 35's target >= ${TARGETS.fasterThanExpress}x)`,
+          ratio >= TARGETS.fasterThanExpress,
+        ),
       );
       lines.push(
         check(
