@@ -1,18 +1,31 @@
 import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type RequestListener, type Server } from "node:http";
 import { type AddressInfo, connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { deflateSync, gzipSync } from "node:zlib";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Config, loadConfig } from "../../src/config.js";
 import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
+import { authGate } from "../../src/http/auth/gate.js";
 import { JSON_BODY_LIMIT_BYTES, MAX_BODY_DEPTH } from "../../src/http/body-refusals.js";
 import { directPost } from "../../src/http/direct-post.js";
 import { LOOPBACK_HOSTS } from "../../src/http/host-patterns.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
+import { policySourceFor } from "../../src/policy/policy-source.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { RUNS } from "../helpers/arbitraries.js";
 import { MapKeyProvider, MemoryRecorder } from "../helpers/harness.js";
+import {
+  AGENT,
+  ORDER_SCOPE,
+  READ_SCOPE,
+  type RunningAs,
+  startAuthorizationServer,
+} from "../helpers/oauth-as.js";
 import { initialize, MCP_HEADERS, modernHeaders, modernMeta, toolCall } from "../helpers/rpc.js";
 
 /**
@@ -29,17 +42,26 @@ interface Way {
   recorder: MemoryRecorder;
 }
 
-/** A server of the app, direct way on or off; short timeouts so a stalled body ends fast. */
-async function start(direct: boolean): Promise<Way> {
+/**
+ * A server of the app, direct way on or off; short timeouts so a stalled body ends fast. With
+ * `config`, its KORRAL_AUTH gate and store policy.
+ */
+async function start(direct: boolean, config?: Config): Promise<Way> {
   const recorder = new MemoryRecorder();
+  const policy = config ? policySourceFor(config) : undefined;
   const app = createApp(
     composeDeps({
       storelink: new InMemoryStoreLink(),
       keys: new MapKeyProvider(),
       recorder,
       orderCap: new OrderCap({ perHour: 0 }),
+      ...(policy ? { policy } : {}),
     }),
-    { directPost: direct, allowedHosts: LOOPBACK_HOSTS },
+    {
+      directPost: direct,
+      allowedHosts: LOOPBACK_HOSTS,
+      ...(config ? { auth: authGate(config.auth, recorder) } : {}),
+    },
   );
   const server = createServer(
     { requestTimeout: 1500, connectionsCheckingInterval: 100 },
@@ -50,6 +72,11 @@ async function start(direct: boolean): Promise<Way> {
   return { server, port: (server.address() as AddressInfo).port, recorder };
 }
 
+const stop = async (way: Way | undefined) => {
+  way?.server.closeAllConnections();
+  await new Promise((resolve) => way?.server.close(resolve));
+};
+
 let direct: Way;
 let express: Way;
 beforeAll(async () => {
@@ -57,10 +84,8 @@ beforeAll(async () => {
   express = await start(false);
 });
 afterAll(async () => {
-  for (const way of [direct, express]) {
-    way?.server.closeAllConnections();
-    await new Promise((resolve) => way?.server.close(resolve));
-  }
+  await stop(direct);
+  await stop(express);
 });
 
 interface Send {
@@ -126,7 +151,8 @@ function chunked(body: string): Send {
   return { pieces: [head, Buffer.from(encoded)] };
 }
 
-async function answersAlike(send: Send): Promise<string> {
+async function answersAlike(send: Send, ways = { direct, express }): Promise<string> {
+  const { direct, express } = ways;
   const tracesBefore = [direct.recorder.traces.length, express.recorder.traces.length];
   const [a, b] = await Promise.all([exchange(direct.port, send), exchange(express.port, send)]);
   expect(comparable(a)).toBe(comparable(b));
@@ -415,5 +441,93 @@ describe("which way a request takes", () => {
     } finally {
       await close();
     }
+  });
+});
+
+describe("with OAuth on, the direct way answers as Express does", () => {
+  const RESOURCE = "http://127.0.0.1:8080/mcp";
+  let as: RunningAs;
+  let ways: { direct: Way; express: Way };
+  let dir: string;
+  beforeAll(async () => {
+    as = await startAuthorizationServer({ resources: [RESOURCE] });
+    dir = await mkdtemp(join(tmpdir(), "korral-direct-"));
+    const policy = join(dir, "policy.json");
+    await writeFile(
+      policy,
+      JSON.stringify({
+        version: 1,
+        mode: "enforce",
+        groups: { brno: { read: { stores: ["47", "102"] }, order: { stores: ["47"] } } },
+        principals: { [`client:${AGENT.clientId}`]: ["brno"], "client:buyer-desktop": ["brno"] },
+      }),
+    );
+    const config = loadConfig(
+      {
+        KORRAL_AUTH: "oauth",
+        KORRAL_OAUTH_ISSUER: as.issuer,
+        KORRAL_OAUTH_RESOURCE: RESOURCE,
+        KORRAL_POLICY_FILE: policy,
+      },
+      "http",
+    );
+    ways = { direct: await start(true, config), express: await start(false, config) };
+  }, 60_000);
+  afterAll(async () => {
+    await stop(ways?.direct);
+    await stop(ways?.express);
+    await as?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const now = () => Math.floor(Date.now() / 1000);
+  const token = (claims: Record<string, unknown> = {}) =>
+    as.forge({
+      aud: RESOURCE,
+      iat: now(),
+      exp: now() + 300,
+      client_id: "buyer-desktop",
+      scope: `${READ_SCOPE} ${ORDER_SCOPE}`,
+      ...claims,
+    });
+  const bearer = async (claims?: Record<string, unknown>) => ({
+    authorization: `Bearer ${await token(claims)}`,
+  });
+
+  it("a verified read, and one for a store outside the caller's policy", async () => {
+    const read = await answersAlike(raw(READ_TEXT, await bearer()), ways);
+    expect(read).toContain('"on_hand"');
+    expect(read).toContain("not_permitted");
+  });
+
+  it("a write by a caller with both scopes", async () => {
+    const written = await answersAlike(raw(JSON.stringify(WRITE), await bearer()), ways);
+    expect(written).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it("no token, a garbage one, an expired one, a foreign audience: the same 401", async () => {
+    const refused = [
+      {},
+      { authorization: "Bearer not-a-token" },
+      await bearer({ exp: now() - 60 }),
+      await bearer({ aud: "https://someone-else.example/mcp" }),
+    ];
+    for (const headers of refused) {
+      expect(await answersAlike(raw(READ_TEXT, headers), ways)).toMatch(/^HTTP\/1\.1 401 /);
+    }
+  });
+
+  it("a read-only token: its read is served, its write refused 403 and audited alike", async () => {
+    const readOnly = await bearer({ scope: READ_SCOPE });
+    expect(await answersAlike(raw(READ_TEXT, readOnly), ways)).toMatch(/^HTTP\/1\.1 200 /);
+    const audits = [ways.direct.recorder.audits.length, ways.express.recorder.audits.length];
+    const refused = await answersAlike(raw(JSON.stringify(WRITE), readOnly), ways);
+    expect(refused).toMatch(/^HTTP\/1\.1 403 /);
+    const outcomes = (way: Way, from: number) =>
+      way.recorder.audits.slice(from).map((a) => [a.outcome, a.by]);
+    expect(outcomes(ways.direct, audits[0] as number)).toEqual(
+      outcomes(ways.express, audits[1] as number),
+    );
+    expect(outcomes(ways.direct, audits[0] as number)).toHaveLength(1);
   });
 });
