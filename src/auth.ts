@@ -22,7 +22,7 @@ export async function withStoreKey<T>(
   if (!key) throw noCredentials(storeId);
   try {
     rememberSentKey(key);
-    return scrubSentKeys(key.scrub(await call(key)));
+    return scrubSentKeys(await call(key), key);
   } catch (error) {
     if (!isStoreLinkError(error, "unauthorized")) throw error;
   }
@@ -31,7 +31,7 @@ export async function withStoreKey<T>(
   if (!reloaded) throw noCredentials(storeId);
   try {
     rememberSentKey(reloaded);
-    return scrubSentKeys(reloaded.scrub(await call(reloaded)));
+    return scrubSentKeys(await call(reloaded), reloaded);
   } catch (error) {
     if (isStoreLinkError(error, "unauthorized")) throw authFailed(storeId);
     throw error;

@@ -13,23 +13,62 @@ const SENDABLE_KEY = /^[\x21-\x7e]+$/;
 
 export const isSendableKey = (value: string): boolean => SENDABLE_KEY.test(value);
 
-/**
- * The scrub pattern of each key value seen lately: keys are re-read on every call (a new ApiKey
- * each time) but change rarely, and building the pattern (every form, one RegExp) costs more than
- * the scrub. Bounded: a churn of values only rebuilds.
- */
-const PATTERNS = new Map<string, { pattern: RegExp | undefined; shortest: number }>();
-const PATTERNS_KEPT = 256;
+/** What a scrub looks for: every form of one or more keys, and the shortest form's length. */
+export interface Scrubber {
+  readonly pattern: RegExp | undefined;
+  readonly shortest: number;
+}
 
-function patternOf(value: string): { pattern: RegExp | undefined; shortest: number } {
-  let found = PATTERNS.get(value);
+/** The scrubber of `values` (keys): all their forms, longest first, in one pattern. */
+export function scrubberOf(values: readonly string[]): Scrubber {
+  const forms = values.flatMap((value) => keyForms(value)).sort((a, b) => b.length - a.length);
+  return { pattern: formsPattern(forms), shortest: forms.at(-1)?.length ?? 0 };
+}
+
+/**
+ * The scrubber of each key value seen lately: keys are re-read on every call (a new ApiKey each
+ * time) but change rarely, and building the pattern (every form, one RegExp) costs more than the
+ * scrub. Bounded: a churn of values only rebuilds.
+ */
+const SCRUBBERS = new Map<string, Scrubber>();
+const SCRUBBERS_KEPT = 256;
+
+function scrubberOfKey(value: string): Scrubber {
+  let found = SCRUBBERS.get(value);
   if (found === undefined) {
-    const forms = keyForms(value);
-    found = { pattern: formsPattern(forms), shortest: forms.at(-1)?.length ?? 0 };
-    if (PATTERNS.size >= PATTERNS_KEPT) PATTERNS.clear();
-    PATTERNS.set(value, found);
+    found = scrubberOf([value]);
+    if (SCRUBBERS.size >= SCRUBBERS_KEPT) SCRUBBERS.clear();
+    SCRUBBERS.set(value, found);
   }
   return found;
+}
+
+/**
+ * `value` with every match of `scrubber` taken out (key-forms.ts: raw, escaped, hex, base64 and
+ * base64url at every alignment, any case), recursively through arrays and plain objects. Returns
+ * `value` itself when it holds no copy (the usual answer): nothing is rebuilt then.
+ */
+export function scrubWith<T>({ pattern, shortest }: Scrubber, value: T): T {
+  if (pattern === undefined) return value;
+  const clean = (v: unknown, depth: number): unknown => {
+    if (typeof v === "string") {
+      // A string shorter than every form cannot hold one.
+      return v.length < shortest ? v : v.replace(pattern, "[REDACTED]");
+    }
+    if (depth > 32 || typeof v !== "object" || v === null) return v;
+    if (Array.isArray(v)) {
+      const items = v.map((item) => clean(item, depth + 1));
+      return items.some((item, i) => item !== v[i]) ? items : v;
+    }
+    if (Object.getPrototypeOf(v) !== Object.prototype) return v;
+    const entries = Object.entries(v as Record<string, unknown>);
+    const cleaned = entries.map(([k, item]) => [k, clean(item, depth + 1)] as const);
+    // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
+    return cleaned.some(([, item], i) => item !== entries[i]?.[1])
+      ? Object.fromEntries(cleaned)
+      : v;
+  };
+  return clean(value, 0) as T;
 }
 
 /**
@@ -57,27 +96,7 @@ export class ApiKey {
    * result or a log.
    */
   scrub<T>(value: T): T {
-    const { pattern, shortest } = patternOf(this.#value);
-    // Returns `v` itself when it holds no copy (the usual answer): nothing is rebuilt then.
-    const clean = (v: unknown, depth: number): unknown => {
-      if (typeof v === "string") {
-        // A string shorter than every form cannot hold one.
-        return pattern === undefined || v.length < shortest ? v : v.replace(pattern, "[REDACTED]");
-      }
-      if (depth > 32 || typeof v !== "object" || v === null) return v;
-      if (Array.isArray(v)) {
-        const items = v.map((item) => clean(item, depth + 1));
-        return items.some((item, i) => item !== v[i]) ? items : v;
-      }
-      if (Object.getPrototypeOf(v) !== Object.prototype) return v;
-      const entries = Object.entries(v as Record<string, unknown>);
-      const cleaned = entries.map(([k, item]) => [k, clean(item, depth + 1)] as const);
-      // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
-      return cleaned.some(([, item], i) => item !== entries[i]?.[1])
-        ? Object.fromEntries(cleaned)
-        : v;
-    };
-    return clean(value, 0) as T;
+    return scrubWith(scrubberOfKey(this.#value), value);
   }
 
   toString(): string {

@@ -1,4 +1,4 @@
-import type { ApiKey } from "./api-key.js";
+import { type ApiKey, type Scrubber, scrubberOf, scrubWith } from "./api-key.js";
 
 /**
  * The keys this process has handed to StoreLink, newest last, at most SENT_KEYS_KEPT of them. A
@@ -6,21 +6,35 @@ import type { ApiKey } from "./api-key.js";
  * key (the directory and the catalogue), so their text is scrubbed of every key on this list.
  * Each store has one key at a time, so the list stays far below its bound outside rotations.
  */
-const sent: ApiKey[] = [];
+const sent: string[] = [];
 const SENT_KEYS_KEPT = 256;
+/** One scrubber for every key on the list: one walk of an answer, whatever the number of keys. */
+let scrubber: Scrubber | undefined;
 
 /** Notes `key` as sent (once per value). */
 export function rememberSentKey(key: ApiKey): void {
   const value = key.reveal();
-  const at = sent.findIndex((known) => known.reveal() === value);
-  if (at >= 0) sent.splice(at, 1);
-  sent.push(key);
-  if (sent.length > SENT_KEYS_KEPT) sent.shift();
+  if (sent.at(-1) === value) return;
+  const at = sent.indexOf(value);
+  if (at >= 0) {
+    sent.splice(at, 1);
+  } else {
+    scrubber = undefined;
+  }
+  sent.push(value);
+  if (sent.length > SENT_KEYS_KEPT) {
+    sent.shift();
+    scrubber = undefined;
+  }
 }
 
-/** `value` with every form of every sent key taken out (ApiKey.scrub, for each). */
-export function scrubSentKeys<T>(value: T): T {
-  let clean = value;
-  for (const key of sent) clean = key.scrub(clean);
-  return clean;
+/**
+ * `value` with every form of every sent key taken out (ApiKey.scrub's rule, in one walk), and of
+ * `key` too when it is not on the list.
+ */
+export function scrubSentKeys<T>(value: T, key?: ApiKey): T {
+  const clean = key !== undefined && !sent.includes(key.reveal()) ? key.scrub(value) : value;
+  if (sent.length === 0) return clean;
+  scrubber ??= scrubberOf(sent);
+  return scrubWith(scrubber, clean);
 }
