@@ -130,16 +130,27 @@ export function authGate(settings: AuthSettings, recorder: CallRecorder): AuthGa
       }
     : {};
 
-  /** Verifies the request's token (with the read scope) and keeps who it names for the request. */
-  const verifyRequest = async (req: IncomingMessage): Promise<void> => {
-    const serverless = req.headers["x-serverless-authorization"];
-    const header = typeof serverless === "string" ? serverless : req.headers.authorization;
-    const info = await verifyBearerToken(header, {
-      verifier,
-      requiredScopes: [readScope],
-      ...options,
-    });
-    verified.set(req, (info.extra as { verified: Verified }).verified);
+  /**
+   * Verifies the request's token (with the read scope) and keeps who it names for the request.
+   * Once per request: the direct way in asks first and Express's `authenticate` then reuses the
+   * verdict, so a refused token is never verified twice.
+   */
+  const verifications = new WeakMap<IncomingMessage, Promise<void>>();
+  const verifyRequest = (req: IncomingMessage): Promise<void> => {
+    let verification = verifications.get(req);
+    if (verification === undefined) {
+      const serverless = req.headers["x-serverless-authorization"];
+      const header = typeof serverless === "string" ? serverless : req.headers.authorization;
+      verification = verifyBearerToken(header, {
+        verifier,
+        requiredScopes: [readScope],
+        ...options,
+      }).then((info) => {
+        verified.set(req, (info.extra as { verified: Verified }).verified);
+      });
+      verifications.set(req, verification);
+    }
+    return verification;
   };
 
   const authenticate = (req: Request, res: Response, next: NextFunction): void => {
