@@ -1,7 +1,6 @@
 import {
   type Context,
   defaultTextMapGetter,
-  type Histogram,
   type Attributes as OtelAttributes,
   type Span as OtelSpan,
   ROOT_CONTEXT,
@@ -20,6 +19,7 @@ import { OTLPTraceExporter as ProtoTraceExporter } from "@opentelemetry/exporter
 import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
 import {
   MeterProvider,
+  type MetricProducer,
   PeriodicExportingMetricReader,
   type PushMetricExporter,
 } from "@opentelemetry/sdk-metrics";
@@ -51,6 +51,7 @@ import {
   SERVER_METRIC_ATTRIBUTES,
   STORELINK_METRIC_ATTRIBUTES,
 } from "./conventions.js";
+import { DurationHistogram } from "./durations.js";
 import type { SamplerName, TelemetrySettings } from "./settings.js";
 
 /**
@@ -213,7 +214,7 @@ class UnrecordedSpan implements Span {
 
   constructor(
     readonly traceparent: string | undefined,
-    private readonly metric: Histogram | undefined,
+    private readonly metric: DurationHistogram | undefined,
     private readonly metricNames: readonly string[],
     attributes: Attributes | undefined,
   ) {
@@ -249,7 +250,7 @@ class OtelBackedSpan implements Span {
 
   constructor(
     readonly inner: OtelSpan,
-    private readonly metric: Histogram | undefined,
+    private readonly metric: DurationHistogram | undefined,
     private readonly metricNames: readonly string[],
     attributes: Attributes | undefined,
   ) {
@@ -314,7 +315,39 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
   });
   const tracer = tracerProvider.getTracer(SCOPE, settings.serviceVersion);
 
+  // The duration histograms are ours (telemetry/durations.ts), handed to the reader at each
+  // collection; only the limits gauge is the SDK's own instrument.
   const metricsUrl = settings.metricsUrl;
+  const serverDuration =
+    metricsUrl === undefined
+      ? undefined
+      : new DurationHistogram(
+          METRICS.serverOperationDuration,
+          "Duration of one MCP request, as the server handled it",
+          DURATION_BUCKETS,
+          SERVER_METRIC_ATTRIBUTES,
+        );
+  const storelinkDuration =
+    metricsUrl === undefined
+      ? undefined
+      : new DurationHistogram(
+          METRICS.storelinkRequestDuration,
+          "Duration of one StoreLink request, by route and outcome",
+          DURATION_BUCKETS,
+          STORELINK_METRIC_ATTRIBUTES,
+        );
+  const durations: MetricProducer = {
+    collect: async () => {
+      const metrics = [serverDuration?.collect(), storelinkDuration?.collect()].filter(
+        (metric) => metric !== undefined,
+      );
+      const scope = { name: SCOPE, version: settings.serviceVersion };
+      return {
+        resourceMetrics: { resource, scopeMetrics: metrics.length > 0 ? [{ scope, metrics }] : [] },
+        errors: [],
+      };
+    },
+  };
   const meterProvider =
     metricsUrl === undefined
       ? undefined
@@ -329,21 +362,11 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
               ),
               exportIntervalMillis: settings.metricIntervalMs,
               exportTimeoutMillis: Math.min(settings.exportTimeoutMs, settings.metricIntervalMs),
+              metricProducers: [durations],
             }),
           ],
         });
   const meter = meterProvider?.getMeter(SCOPE, settings.serviceVersion);
-  const advice = { explicitBucketBoundaries: [...DURATION_BUCKETS] };
-  const serverDuration = meter?.createHistogram(METRICS.serverOperationDuration, {
-    unit: "s",
-    description: "Duration of one MCP request, as the server handled it",
-    advice,
-  });
-  const storelinkDuration = meter?.createHistogram(METRICS.storelinkRequestDuration, {
-    unit: "s",
-    description: "Duration of one StoreLink request, by route and outcome",
-    advice,
-  });
   let limitsUp: number | undefined;
   meter
     ?.createObservableGauge(METRICS.limitsAvailable, {
