@@ -644,7 +644,7 @@ async function main(): Promise<void> {
       };
       const rawRps = slot.raw.length > 0 ? med(slot.raw, "rps") : Number.NaN;
       lines.push(
-        `${ERAS[era].label} | ${c} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.bare, "rps"))} | ${fmt(ratio, 2)}x | ${fmt(rawRps)} | ${fmt(med(slot.mcp, "rps") / rawRps, 2)}x | ${m.p50}/${m.p99} | ${b.p50}/${b.p99} | ${fmt(m.cpu)} | ${fmt(b.cpu)} | ${slot.raw.length > 0 ? fmt(med(slot.raw, "cpuUs")) : "-"} | ${fmt(b.cpu / m.cpu, 2)}x`,
+        `${ERAS[era].label} | ${c} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.bare, "rps"))} | ${fmt(ratio, 2)}x | ${slot.raw.length > 0 ? fmt(rawRps) : "-"} | ${slot.raw.length > 0 ? `${fmt(med(slot.mcp, "rps") / rawRps, 2)}x` : "-"} | ${m.p50}/${m.p99} | ${b.p50}/${b.p99} | ${fmt(m.cpu)} | ${fmt(b.cpu)} | ${slot.raw.length > 0 ? fmt(med(slot.raw, "cpuUs")) : "-"} | ${fmt(b.cpu / m.cpu, 2)}x`,
       );
       lines.push(
         check(
