@@ -132,12 +132,6 @@ export function allowedHostsFor(config: Pick<Config, "host" | "allowedHosts">) {
 }
 
 /**
- * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder, one
- * limiter) are shared by every request of the process; each request gets its own MCP server and
- * transport from the SDK (mcp-handler.ts), or the fast path for a plain read, so concurrent
- * requests never share protocol state.
- */
-/**
  * The service as a node:http request listener (supertest and embedders take it as it is), with
  * Express's `listen`: a listen error goes to the callback, as Express 5 does it.
  */
@@ -145,6 +139,13 @@ export type McpApp = RequestListener & {
   listen(port: number, host: string, callback?: (error?: Error) => void): Server;
 };
 
+/**
+ * The stateless streamable HTTP app. `deps` (one StoreLink, one key provider, one recorder, one
+ * limiter) are shared by every request of the process; each request gets its own MCP server and
+ * transport from the SDK (mcp-handler.ts), or the fast path for a plain read, so concurrent
+ * requests never share protocol state. A plain POST /mcp comes in the direct way
+ * (direct-post.ts); everything else through Express.
+ */
 export function createApp(deps: Deps, options: AppOptions = {}): McpApp {
   const app = express();
   const unverified = options.unverifiedPrincipal ?? unverifiedPrincipal(undefined).id;
