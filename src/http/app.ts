@@ -299,6 +299,7 @@ export function createApp(deps: Deps, options: AppOptions = {}): McpApp {
         originAllowed: originCheck(options.allowedOrigins ?? []),
         ...(auth ? { auth } : {}),
         answer: answerPost,
+        failed,
       })
     : app;
   return Object.assign(listener, {

@@ -31,6 +31,8 @@ export interface DirectPostOptions {
   };
   /** The app's own POST /mcp handler, given the parsed body. */
   answer(req: IncomingMessage, res: ServerResponse, body: unknown): void;
+  /** What a throw out of `answer` or the app becomes (as Express's router would catch it). */
+  failed(res: ServerResponse, error: unknown): void;
 }
 
 const JSON_TYPES = new Set([
@@ -84,7 +86,22 @@ function parsed(body: Buffer): { value: unknown } | undefined {
 
 /** The request listener: this way for what it takes, the app for the rest. */
 export function directPost(options: DirectPostOptions): RequestListener {
-  const { app, auth, answer } = options;
+  const { auth, failed } = options;
+  // Called outside Express's router, so a throw is caught here, never left to crash the process.
+  const app = (req: IncomingMessage, res: ServerResponse): void => {
+    try {
+      options.app(req, res);
+    } catch (error) {
+      failed(res, error);
+    }
+  };
+  const answer = (req: IncomingMessage, res: ServerResponse, body: unknown): void => {
+    try {
+      options.answer(req, res, body);
+    } catch (error) {
+      failed(res, error);
+    }
+  };
 
   /** Reads exactly `length` bytes, without reading past them (so the end is not yet emitted). */
   const read = (req: IncomingMessage, res: ServerResponse, length: number): void => {

@@ -368,7 +368,11 @@ describe("which way a request takes", () => {
         hostAllowed: (host) => host === "127.0.0.1",
         originAllowed: (origin) => origin === undefined,
         ...(auth ? { auth: { accepts: auth.accepts, mayWrite: auth.mayWrite } } : {}),
-        answer: (_req, res, body) => res.writeHead(200).end(JSON.stringify(body)),
+        answer: (_req, res, body) => {
+          if ((body as { throw?: unknown }).throw === true) throw new Error("a bug in the handler");
+          res.writeHead(200).end(JSON.stringify(body));
+        },
+        failed: (res) => res.writeHead(598).end(),
       }),
     );
     server.listen(0, "127.0.0.1");
@@ -418,6 +422,16 @@ describe("which way a request takes", () => {
           }
         }
       }
+    } finally {
+      await close();
+    }
+  });
+
+  it("a throw out of the handler is answered, never left to crash the process", async () => {
+    const { port, close } = await router();
+    try {
+      expect((await exchange(port, raw('{"throw":true}'))).slice(9, 12)).toBe("598");
+      expect((await exchange(port, raw(READ_TEXT))).slice(9, 12)).toBe("200");
     } finally {
       await close();
     }
