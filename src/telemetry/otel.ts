@@ -202,18 +202,15 @@ function defined(attributes: Attributes | undefined): Record<string, string | nu
 }
 
 /**
- * A CLIENT span under a parent that is not recorded: its trace is not sampled, so no span is
- * made (the SDK's would be dropped too, by WritesAlwaysSampler's "follow the parent"); only its
- * duration feeds its metric. Downstream gets the parent's own context, unsampled, so StoreLink's
- * spans still name this trace.
+ * What every span of ours keeps for its duration metric: the metric's attributes as they are set,
+ * and the time from its start to its first `end`.
  */
-class UnrecordedSpan implements Span {
+abstract class MeteredSpan implements Span {
   readonly #metricAttributes: Record<string, string | number | boolean> = {};
   #ended = false;
   readonly #start = performance.now();
 
   constructor(
-    readonly traceparent: string | undefined,
     private readonly metric: DurationHistogram | undefined,
     private readonly metricNames: readonly string[],
     attributes: Attributes | undefined,
@@ -223,10 +220,17 @@ class UnrecordedSpan implements Span {
     }
   }
 
+  abstract readonly traceparent: string | undefined;
+  abstract readonly ids: { traceId: string; spanId: string; sampled: boolean } | undefined;
+  /** What the span itself does with attributes set before its end. */
+  protected abstract setOwn(attributes: Attributes): void;
+  /** What the span itself does at its (first) end. */
+  protected abstract endOwn(): void;
+
   set(attributes: Attributes): void {
-    if (!this.#ended && this.metric !== undefined) {
-      pick(this.#metricAttributes, this.metricNames, attributes);
-    }
+    if (this.#ended) return;
+    if (this.metric !== undefined) pick(this.#metricAttributes, this.metricNames, attributes);
+    this.setOwn(attributes);
   }
 
   fail(errorType: string): void {
@@ -236,45 +240,53 @@ class UnrecordedSpan implements Span {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.endOwn();
     this.metric?.record((performance.now() - this.#start) / 1000, this.#metricAttributes);
   }
+}
 
+/**
+ * A CLIENT span under a parent that is not recorded: its trace is not sampled, so no span is
+ * made (the SDK's would be dropped too, by WritesAlwaysSampler's "follow the parent"); only its
+ * duration feeds its metric. Downstream gets the parent's own context, unsampled, so StoreLink's
+ * spans still name this trace.
+ */
+class UnrecordedSpan extends MeteredSpan {
   readonly ids = undefined;
+
+  constructor(
+    readonly traceparent: string | undefined,
+    metric: DurationHistogram | undefined,
+    metricNames: readonly string[],
+    attributes: Attributes | undefined,
+  ) {
+    super(metric, metricNames, attributes);
+  }
+
+  protected setOwn(): void {}
+  protected endOwn(): void {}
 }
 
 /** Our Span over OpenTelemetry's: keeps the SDK span (a client span's parent) and its metric. */
-class OtelBackedSpan implements Span {
-  readonly #metricAttributes: Record<string, string | number | boolean> = {};
-  #ended = false;
-  readonly #start = performance.now();
-
+class OtelBackedSpan extends MeteredSpan {
   constructor(
     readonly inner: OtelSpan,
-    private readonly metric: DurationHistogram | undefined,
-    private readonly metricNames: readonly string[],
+    metric: DurationHistogram | undefined,
+    metricNames: readonly string[],
     attributes: Attributes | undefined,
   ) {
-    if (attributes !== undefined) pick(this.#metricAttributes, metricNames, attributes);
+    super(metric, metricNames, attributes);
   }
 
-  set(attributes: Attributes): void {
-    if (this.#ended) return;
-    pick(this.#metricAttributes, this.metricNames, attributes);
+  protected setOwn(attributes: Attributes): void {
     if (this.inner.isRecording()) this.inner.setAttributes(defined(attributes));
   }
 
-  fail(errorType: string): void {
-    this.set({ [ATTR.errorType]: errorType });
-  }
-
-  end(): void {
-    if (this.#ended) return;
-    this.#ended = true;
+  protected endOwn(): void {
     this.inner.end();
-    this.metric?.record((performance.now() - this.#start) / 1000, this.#metricAttributes);
   }
 
-  get traceparent(): string | undefined {
+  get traceparent(): string {
     const c = this.inner.spanContext();
     return `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
   }
