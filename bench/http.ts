@@ -81,19 +81,17 @@ const MCP_HEADERS = {
   accept: "application/json, text/event-stream",
   authorization: `Bearer ${await google.idToken(CALLER, AUDIENCE)}`,
 };
-const REQUEST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: CALL });
+/** A tools/call request body with `params`. */
+const callBody = (params: object): string =>
+  JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params });
+const REQUEST = callBody(CALL);
 const HEADERS = { ...MCP_HEADERS, "mcp-protocol-version": "2025-06-18" };
-const MODERN_REQUEST = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "tools/call",
-  params: {
-    ...CALL,
-    _meta: {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientInfo": { name: "bench", version: "1" },
-      "io.modelcontextprotocol/clientCapabilities": {},
-    },
+const MODERN_REQUEST = callBody({
+  ...CALL,
+  _meta: {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": { name: "bench", version: "1" },
+    "io.modelcontextprotocol/clientCapabilities": {},
   },
 });
 const MODERN_HEADERS = {
@@ -144,13 +142,7 @@ const CASES = {
   traced: {
     label: "2025-06-18 read, _meta.traceparent",
     headers: HEADERS,
-    body: () =>
-      JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/call",
-        params: { ...CALL, _meta: { traceparent: agentTraceparent() } },
-      }),
+    body: () => callBody({ ...CALL, _meta: { traceparent: agentTraceparent() } }),
     expect: '"on_hand"',
     telemetry: true,
   },
@@ -159,19 +151,14 @@ const CASES = {
     headers: HEADERS,
     // A new order each time (unique key), spread over the stores the read reads.
     body: () =>
-      JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/call",
-        params: {
-          name: "create_replenishment_order",
-          arguments: {
-            store_id: STORES[writes++ % STORES.length],
-            sku: CALL.arguments.sku,
-            quantity: 24,
-            reason: "Benchmark order: gap of 8 units at the store over 24h, buyer approved 24.",
-            idempotency_key: `bench-${randomUUID()}`,
-          },
+      callBody({
+        name: "create_replenishment_order",
+        arguments: {
+          store_id: STORES[writes++ % STORES.length],
+          sku: CALL.arguments.sku,
+          quantity: 24,
+          reason: "Benchmark order: gap of 8 units at the store over 24h, buyer approved 24.",
+          idempotency_key: `bench-${randomUUID()}`,
         },
       }),
     expect: '"mode":"submitted"',

@@ -8,8 +8,8 @@ import { rpcError } from "./guards.js";
  */
 
 /** The largest body express.json accepts (413 beyond), as its refusal names it, and in bytes. */
-export const JSON_BODY_LIMIT = "256kb";
 export const JSON_BODY_LIMIT_BYTES = 256 * 1024;
+export const JSON_BODY_LIMIT = `${JSON_BODY_LIMIT_BYTES / 1024}kb`;
 
 /**
  * How deep a POST body may nest (the batch array counts as one level). MCP messages need a

@@ -252,7 +252,6 @@ export class InMemoryStoreLink implements StoreLinkClient {
     return undefined;
   }
 
-  /** Creates the order, numbered per store (synchronous: it is one step with its record). */
   /** Creates the order and records the key (`scoped`) as having created it, in one step. */
   #createUnder(scoped: string, request: OrderRequest, fingerprint: string): CreatedOrder {
     const created = this.#create(request, fingerprint);
@@ -260,6 +259,7 @@ export class InMemoryStoreLink implements StoreLinkClient {
     return created;
   }
 
+  /** Creates the order, numbered per store (synchronous: it is one step with its record). */
   #create(request: OrderRequest, fingerprint: string): CreatedOrder {
     const seq = (this.#sequence.get(request.store_id) ?? 0) + 1;
     this.#sequence.set(request.store_id, seq);
