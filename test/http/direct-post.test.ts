@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { deflateSync, gzipSync } from "node:zlib";
 import fc from "fast-check";
+import { decodeProtectedHeader, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, loadConfig } from "../../src/config.js";
 import { composeDeps } from "../../src/deps.js";
@@ -519,12 +520,28 @@ describe("with OAuth on, the direct way answers as Express does", () => {
     expect(written).toMatch(/^HTTP\/1\.1 200 /);
   });
 
-  it("no token, a garbage one, an expired one, a foreign audience: the same 401", async () => {
+  /** A token like the AS's in every field, signed with another key under the AS's key id. */
+  const signedElsewhere = async () => {
+    const { kid } = decodeProtectedHeader(await token());
+    const { privateKey } = await generateKeyPair("ES256");
+    const jwt = new SignJWT({
+      iss: as.issuer,
+      aud: RESOURCE,
+      iat: now(),
+      exp: now() + 300,
+      client_id: "buyer-desktop",
+      scope: `${READ_SCOPE} ${ORDER_SCOPE}`,
+    }).setProtectedHeader({ alg: "ES256", typ: "at+jwt", ...(kid ? { kid } : {}) });
+    return { authorization: `Bearer ${await jwt.sign(privateKey)}` };
+  };
+
+  it("no token, a garbage one, an expired one, a foreign audience, another key's: the same 401", async () => {
     const refused = [
       {},
       { authorization: "Bearer not-a-token" },
       await bearer({ exp: now() - 60 }),
       await bearer({ aud: "https://someone-else.example/mcp" }),
+      await signedElsewhere(),
     ];
     for (const headers of refused) {
       expect(await answersAlike(raw(READ_TEXT, headers), ways)).toMatch(/^HTTP\/1\.1 401 /);
