@@ -31,6 +31,7 @@ import {
   tooDeep,
   withoutCancelled,
 } from "./body-refusals.js";
+import { signalOf } from "./call-signal.js";
 import { callerOf } from "./caller.js";
 import { directPost } from "./direct-post.js";
 import { eraOf } from "./era.js";
@@ -172,12 +173,6 @@ export function createApp(deps: Deps, options: AppOptions = {}): McpApp {
     origin: CallOrigin,
     req: IncomingMessage,
   ) => {
-    const abort = new AbortController();
-    // Only a client gone before its answer aborts: an abort builds a DOMException, too dear for
-    // every request.
-    res.once("close", () => {
-      if (!res.writableFinished) abort.abort();
-    });
     const trace: CallTrace | undefined = traced
       ? {
           parent: traceParentOf(read.meta) ?? traceParentOfHeaders(req.headers),
@@ -186,7 +181,7 @@ export function createApp(deps: Deps, options: AppOptions = {}): McpApp {
           jsonrpcId: read.id,
         }
       : undefined;
-    callTool(deps, read.name, read.args, origin, { signal: abort.signal, trace }).then(
+    callTool(deps, read.name, read.args, origin, { signal: signalOf(res), trace }).then(
       (result) => {
         if (res.destroyed) return;
         endWithJson(res, 200, fastReadAnswer(read.id, result, read.era));

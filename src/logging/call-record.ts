@@ -62,7 +62,7 @@ export function callRecord(
   requestId: string,
   tool: string,
   args: unknown,
-  signal: AbortSignal,
+  signal: AbortSignal | (() => AbortSignal),
 ): CallRecord {
   return {
     by: origin.by,
@@ -73,7 +73,10 @@ export function callRecord(
     requestId,
     tool,
     args,
-    signal,
+    // A function: the signal is made when first asked for (see CallOptions.signal).
+    get signal() {
+      return typeof signal === "function" ? signal() : signal;
+    },
     ts: new Date().toISOString(),
     started: performance.now(),
   };

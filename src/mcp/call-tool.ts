@@ -24,7 +24,11 @@ export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", ""
 
 /** How one call is made: its signal, and how its buyer can be asked. */
 export interface CallOptions {
-  signal: AbortSignal;
+  /**
+   * Aborted when the call's client is gone. A function makes it only when first asked for: an
+   * AbortSignal costs microseconds, and a read never asks (only the write's order lookup does).
+   */
+  signal: AbortSignal | (() => AbortSignal);
   /** A request whose client can be asked through input_required (either era; see mcp/server.ts). */
   rounds?: Rounds;
   /**

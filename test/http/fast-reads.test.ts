@@ -1,8 +1,10 @@
+import { isSpecType } from "@modelcontextprotocol/server";
 import fc from "fast-check";
 import request from "supertest";
 import { describe, expect, it } from "vitest";
 import { composeDeps } from "../../src/deps.js";
 import { createApp } from "../../src/http/app.js";
+import { eraOf } from "../../src/http/era.js";
 import { fastReadOf } from "../../src/http/fast-reads.js";
 import type { Era } from "../../src/mcp/server.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
@@ -232,6 +234,7 @@ describe("fast reads against the SDK's path, on generated requests", () => {
     fc.constant({ name: 1, version: "1" }),
     fc.constant({ version: "1" }),
     fc.constant({ name: "t", version: "1", title: "T" }),
+    fc.record({ name: fc.string({ unit: "binary" }), version: fc.string({ unit: "binary" }) }),
   );
   const capabilities = fc.oneof(
     absent,
@@ -330,4 +333,50 @@ describe("fast reads against the SDK's path, on generated requests", () => {
       RUNS,
     );
   }, 120_000);
+});
+
+/**
+ * The fast path skips the SDK's spec types and classifier for a plain envelope (a clientInfo of
+ * a name and a version, or none, and `{}` capabilities): that is sound only while the SDK accepts
+ * every such envelope, on every read the fast path takes. Drawn over any strings (lone surrogates
+ * included), trace keys and ids.
+ */
+describe("a plain 2026-07-28 envelope is one the SDK accepts", () => {
+  const P = "io.modelcontextprotocol/";
+  it("its spec types and classifier agree with the fast path's shortcut", () => {
+    const text = fc.string({ unit: "binary", maxLength: 40 });
+    const info = fc.oneof(fc.constant(undefined), fc.record({ name: text, version: text }));
+    const trace = fc.oneof(
+      fc.constant({}),
+      fc.constant(TRACE_META),
+      fc.record({ traceparent: text }, { requiredKeys: [] }),
+    );
+    const id = fc.oneof(fc.string({ unit: "binary", maxLength: 8 }), fc.maxSafeInteger());
+    const name = fc.constantFrom("lookup_sku", "get_stock_position", "get_replenishment_status");
+    fc.assert(
+      fc.property(info, trace, id, name, (ci, t, i, n) => {
+        const meta: Record<string, unknown> = {
+          ...t,
+          [`${P}protocolVersion`]: "2026-07-28",
+          [`${P}clientCapabilities`]: {},
+          ...(ci === undefined ? {} : { [`${P}clientInfo`]: ci }),
+        };
+        const body = JSON.parse(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            id: i,
+            method: "tools/call",
+            params: { name: n, arguments: {}, _meta: meta },
+          }),
+        );
+        const headers = { ...HEADERS, "mcp-name": n };
+        expect(fastReadOf(body, headers)?.era).toBe("modern");
+        expect(eraOf(body, headers)).toBe("modern");
+        expect(isSpecType.ClientCapabilities({})).toBe(true);
+        if (ci !== undefined)
+          expect(isSpecType.Implementation(body.params._meta[`${P}clientInfo`])).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
 });
