@@ -50,6 +50,7 @@ function scrubberOfKey(value: string): Scrubber {
  */
 export function scrubWith<T>({ pattern, shortest }: Scrubber, value: T): T {
   if (pattern === undefined) return value;
+  // Nothing is allocated while nothing matches: a container is rebuilt only from its first change.
   const clean = (v: unknown, depth: number): unknown => {
     if (typeof v === "string") {
       // A string shorter than every form cannot hold one.
@@ -57,16 +58,32 @@ export function scrubWith<T>({ pattern, shortest }: Scrubber, value: T): T {
     }
     if (depth > 32 || typeof v !== "object" || v === null) return v;
     if (Array.isArray(v)) {
-      const items = v.map((item) => clean(item, depth + 1));
-      return items.some((item, i) => item !== v[i]) ? items : v;
+      let out: unknown[] | undefined;
+      for (let i = 0; i < v.length; i++) {
+        const item = clean(v[i], depth + 1);
+        if (item !== v[i]) {
+          out ??= v.slice();
+          out[i] = item;
+        }
+      }
+      return out ?? v;
     }
     if (Object.getPrototypeOf(v) !== Object.prototype) return v;
-    const entries = Object.entries(v as Record<string, unknown>);
-    const cleaned = entries.map(([k, item]) => [k, clean(item, depth + 1)] as const);
-    // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
-    return cleaned.some(([, item], i) => item !== entries[i]?.[1])
-      ? Object.fromEntries(cleaned)
-      : v;
+    const record = v as Record<string, unknown>;
+    const keys = Object.keys(record);
+    for (let i = 0; i < keys.length; i++) {
+      const item = record[keys[i] as string];
+      const cleaned = clean(item, depth + 1);
+      if (cleaned === item) continue;
+      // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
+      return Object.fromEntries(
+        keys.map((key, j) => [
+          key,
+          j < i ? record[key] : j === i ? cleaned : clean(record[key], depth + 1),
+        ]),
+      );
+    }
+    return v;
   };
   return clean(value, 0) as T;
 }

@@ -71,3 +71,53 @@ describe("ApiKey.scrub", () => {
     expect(key.scrub({ a: [text, 3] })).toEqual({ a: [text, 3] });
   });
 });
+
+/**
+ * The walk through an answer: every string at any depth in arrays and plain objects scrubbed as a
+ * string alone would be, keys and other values kept, an own `__proto__` kept as data, and the
+ * very same value handed back when it holds no copy (nothing rebuilt).
+ */
+describe("ApiKey.scrub through JSON values", () => {
+  const value = "slk_47_demo_7f3a91c2e5b8";
+  const key = new ApiKey(value);
+  const echoed = fc.oneof(
+    fc.string({ maxLength: 40 }),
+    fc.string({ maxLength: 8 }).map((s) => `${s}${value}${s}`),
+  );
+  const json = fc.letrec((tie) => ({
+    node: fc.oneof(
+      { depthSize: "small" },
+      echoed,
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(tie("node"), { maxLength: 4 }),
+      fc.dictionary(fc.constantFrom("a", "b", "__proto__", "constructor", value), tie("node"), {
+        maxKeys: 4,
+      }),
+    ),
+  })).node;
+  /** The reference: every string replaced as it is alone, through JSON's own reviver. */
+  const reference = (v: unknown): unknown =>
+    JSON.parse(JSON.stringify(v), (_k, x: unknown) => (typeof x === "string" ? key.scrub(x) : x));
+
+  it("scrubs every string, keeps the rest, and rebuilds nothing that holds no copy", () => {
+    fc.assert(
+      fc.property(json, (raw) => {
+        const v = JSON.parse(JSON.stringify(raw)) as unknown;
+        const scrubbed = key.scrub(v);
+        expect(JSON.stringify(scrubbed)).toBe(JSON.stringify(reference(v)));
+        if (!JSON.stringify(v).includes(value)) expect(scrubbed).toBe(v);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("keeps an own __proto__ as data, never as the prototype", () => {
+    const v = JSON.parse(`{"__proto__": {"x": "${value}"}, "y": ["${value}"]}`) as object;
+    const scrubbed = key.scrub(v) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(scrubbed)).toBe(Object.prototype);
+    expect(Object.hasOwn(scrubbed, "__proto__")).toBe(true);
+    expect(JSON.stringify(scrubbed)).toBe('{"__proto__":{"x":"[REDACTED]"},"y":["[REDACTED]"]}');
+  });
+});
