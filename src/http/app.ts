@@ -217,17 +217,17 @@ export function createApp(deps: Deps, options: AppOptions = {}): McpApp {
     const origin = verified
       ? verifiedOrigin(verified, traceFields)
       : unverifiedOrigin(unverified, callerOf(req), traceFields);
+    const read = fastReads ? fastReadOf(body, req.headers) : undefined;
+    if (read) {
+      serveFastRead(res, read, origin, req);
+      return;
+    }
     const authInfo: AuthInfo = {
       token: "",
       clientId: origin.caller,
       scopes: verified ? [...verified.scopes] : [],
       extra: traced ? { origin, httpTrace: traceParentOfHeaders(req.headers) } : { origin },
     };
-    const read = fastReads ? fastReadOf(body, req.headers) : undefined;
-    if (read) {
-      serveFastRead(res, read, origin, req);
-      return;
-    }
     const era = eraOf(body, req.headers);
     if (traced) spanOtherRequest(deps, body, era, req, res);
     handle(req, res, { body, era, authInfo }).catch((error: unknown) => failed(res, error));

@@ -30,8 +30,17 @@ interface Series {
   max: number;
 }
 
+/** A level of the series tree: one attribute's values, each to the next level or a series. */
+type Level = Map<AttributeValue | undefined, Level | Series>;
+
 export class DurationHistogram {
-  readonly #series = new Map<string, Series>();
+  /**
+   * The series, found by their attributes' values one level per fixed name (a Map key keeps 200
+   * and "200" apart): a record that finds its series allocates nothing.
+   */
+  readonly #tree: Level = new Map();
+  readonly #series: Series[] = [];
+  #overflow: Series | undefined;
   readonly #start: HrTime = millisToHrTime(Date.now());
 
   constructor(
@@ -44,16 +53,7 @@ export class DurationHistogram {
   /** One duration in seconds, with the attributes of its span (only the fixed names are kept). */
   record(seconds: number, attributes: Readonly<Record<string, AttributeValue | undefined>>): void {
     if (!(seconds >= 0)) return;
-    let key = "";
-    for (const name of this.attributeNames) {
-      const value = attributes[name];
-      // A type tag keeps 200 and "200" apart; \u0000 cannot end a tag.
-      key += value === undefined ? "\u0000" : `${typeof value}:${String(value)}\u0000`;
-    }
-    let series = this.#series.get(key);
-    if (series === undefined) {
-      series = this.#newSeries(key, attributes);
-    }
+    const series = this.#seriesOf(attributes);
     let bucket = 0;
     while (bucket < this.boundaries.length && seconds > (this.boundaries[bucket] as number)) {
       bucket++;
@@ -65,33 +65,67 @@ export class DurationHistogram {
     if (seconds > series.max) series.max = seconds;
   }
 
-  #newSeries(key: string, attributes: Readonly<Record<string, AttributeValue | undefined>>) {
-    const overflowing = this.#series.size >= SERIES_LIMIT;
-    const found = overflowing ? this.#series.get("overflow") : undefined;
-    if (found) return found;
-    const kept: Record<string, AttributeValue> = {};
-    if (overflowing) Object.assign(kept, OVERFLOW);
-    else {
-      for (const name of this.attributeNames) {
-        const value = attributes[name];
-        if (value !== undefined) kept[name] = value;
-      }
+  #seriesOf(attributes: Readonly<Record<string, AttributeValue | undefined>>): Series {
+    const names = this.attributeNames;
+    let level = this.#tree;
+    for (let i = 0; i < names.length; i++) {
+      const value = attributes[names[i] as string];
+      const found = level.get(value);
+      if (found === undefined) return this.#newSeries(level, i, attributes);
+      if (found instanceof Map) level = found;
+      else return found;
     }
+    // No attribute names: the one series hangs off the root.
+    const only = level.get(undefined);
+    return only === undefined || only instanceof Map ? this.#newSeries(level, 0, attributes) : only;
+  }
+
+  /** The series of `attributes`, whose path exists down to `level` (the `depth`th name). */
+  #newSeries(
+    level: Level,
+    depth: number,
+    attributes: Readonly<Record<string, AttributeValue | undefined>>,
+  ): Series {
+    if (this.#series.length >= SERIES_LIMIT) {
+      this.#overflow ??= this.#add({ ...OVERFLOW });
+      return this.#overflow;
+    }
+    const names = this.attributeNames;
+    const kept: Record<string, AttributeValue> = {};
+    for (const name of names) {
+      const value = attributes[name];
+      if (value !== undefined) kept[name] = value;
+    }
+    const series = this.#add(kept);
+    if (names.length === 0) {
+      level.set(undefined, series);
+      return series;
+    }
+    for (let i = depth; i < names.length - 1; i++) {
+      const next: Level = new Map();
+      level.set(attributes[names[i] as string], next);
+      level = next;
+    }
+    level.set(attributes[names[names.length - 1] as string], series);
+    return series;
+  }
+
+  #add(attributes: Record<string, AttributeValue>): Series {
     const series: Series = {
-      attributes: kept,
+      attributes,
       counts: new Array<number>(this.boundaries.length + 1).fill(0),
       sum: 0,
       count: 0,
       min: Number.POSITIVE_INFINITY,
       max: Number.NEGATIVE_INFINITY,
     };
-    this.#series.set(overflowing ? "overflow" : key, series);
+    this.#series.push(series);
     return series;
   }
 
   /** The histogram as the SDK's reader exports it, now; undefined before its first record. */
   collect(): HistogramMetricData | undefined {
-    if (this.#series.size === 0) return undefined;
+    if (this.#series.length === 0) return undefined;
     const end = millisToHrTime(Date.now());
     return {
       descriptor: {
@@ -102,7 +136,7 @@ export class DurationHistogram {
       },
       aggregationTemporality: AggregationTemporality.CUMULATIVE,
       dataPointType: DataPointType.HISTOGRAM,
-      dataPoints: [...this.#series.values()].map((s) => ({
+      dataPoints: this.#series.map((s) => ({
         startTime: this.#start,
         endTime: end,
         attributes: { ...s.attributes },

@@ -37,6 +37,29 @@ describe("DurationHistogram", () => {
     ]);
   });
 
+  it("a histogram with no attributes of its own keeps one series", () => {
+    const h = new DurationHistogram("d", "a duration", [1], []);
+    for (const route of ["a", "b", undefined]) h.record(0.5, { route });
+    const points = h.collect()?.dataPoints ?? [];
+    expect(points.map((p) => [p.attributes, p.value.count])).toEqual([[{}, 3]]);
+  });
+
+  it("values that print alike stay apart: true and 'true', 1 and '1', absent and ''", () => {
+    const h = histogram();
+    for (const status of [true, "true", 1, "1", undefined, ""])
+      h.record(0.5, { route: "r", status });
+    h.record(0.5, { route: "r", status: 1 });
+    const points = h.collect()?.dataPoints ?? [];
+    expect(points.map((p) => [p.attributes.status, p.value.count])).toEqual([
+      [true, 1],
+      ["true", 1],
+      [1, 2],
+      ["1", 1],
+      [undefined, 1],
+      ["", 1],
+    ]);
+  });
+
   it("nothing to export before a first record; past the series limit, one overflow series", () => {
     const h = histogram();
     expect(h.collect()).toBeUndefined();
