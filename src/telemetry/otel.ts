@@ -286,14 +286,24 @@ class OtelBackedSpan extends MeteredSpan {
     this.inner.end();
   }
 
+  #traceparent: string | undefined;
+  #ids: { traceId: string; spanId: string; sampled: boolean } | undefined;
+
+  // A span's context never changes: each is built once, when first asked for.
   get traceparent(): string {
-    const c = this.inner.spanContext();
-    return `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
+    if (this.#traceparent === undefined) {
+      const c = this.inner.spanContext();
+      this.#traceparent = `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
+    }
+    return this.#traceparent;
   }
 
   get ids(): { traceId: string; spanId: string; sampled: boolean } {
-    const c = this.inner.spanContext();
-    return { traceId: c.traceId, spanId: c.spanId, sampled: (c.traceFlags & 1) === 1 };
+    if (this.#ids === undefined) {
+      const c = this.inner.spanContext();
+      this.#ids = { traceId: c.traceId, spanId: c.spanId, sampled: (c.traceFlags & 1) === 1 };
+    }
+    return this.#ids;
   }
 }
 
