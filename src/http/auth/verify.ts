@@ -236,14 +236,18 @@ function oauthVerifier(settings: AuthSettings): TokenVerifier {
 
 function googleVerifier(settings: AuthSettings): TokenCheck {
   const scopes = [settings.readScope, settings.orderScope];
-  const keys = createRemoteJWKSet(new URL(settings.googleCertsUrl), {
-    timeoutDuration: FETCH_TIMEOUT_MS,
-    cooldownDuration: 30_000,
-  });
+  // Made at the first token, not at start: building it loads node's fetch (tens of
+  // milliseconds of a cold start), and that first token fetches Google's keys anyway.
+  let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
+  const keySet = () =>
+    (keys ??= createRemoteJWKSet(new URL(settings.googleCertsUrl), {
+      timeoutDuration: FETCH_TIMEOUT_MS,
+      cooldownDuration: 30_000,
+    }));
   return async (token) => {
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, keys, {
+      ({ payload } = await jwtVerify(token, keySet(), {
         issuer: GOOGLE_ISSUERS,
         audience: [...settings.googleAudiences],
         algorithms: ["RS256"],
