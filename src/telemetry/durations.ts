@@ -30,13 +30,13 @@ interface Series {
   max: number;
 }
 
-/** A level of the series tree: one attribute's values, each to the next level or a series. */
-type Level = Map<AttributeValue | undefined, Level | Series>;
+/** One level of the series tree: an attribute's values, each to the next level or a series. */
+type Level = Map<AttributeValue | undefined, unknown>;
 
 export class DurationHistogram {
   /**
-   * The series, found by their attributes' values one level per fixed name (a Map key keeps 200
-   * and "200" apart): a record that finds its series allocates nothing.
+   * The series, found through one level per fixed attribute name, keyed by its value (a Map key
+   * keeps 200 and "200" apart): a record that finds its series allocates nothing.
    */
   readonly #tree: Level = new Map();
   readonly #series: Series[] = [];
@@ -67,47 +67,42 @@ export class DurationHistogram {
 
   #seriesOf(attributes: Readonly<Record<string, AttributeValue | undefined>>): Series {
     const names = this.attributeNames;
+    // With no names of its own, the one series hangs off the root under `undefined`.
+    const leaf = Math.max(names.length - 1, 0);
     let level = this.#tree;
-    for (let i = 0; i < names.length; i++) {
-      const value = attributes[names[i] as string];
-      const found = level.get(value);
-      if (found === undefined) return this.#newSeries(level, i, attributes);
-      if (found instanceof Map) level = found;
-      else return found;
+    for (let i = 0; i < leaf; i++) {
+      let next = level.get(this.#valueAt(attributes, i)) as Level | undefined;
+      if (next === undefined) {
+        if (this.#series.length >= SERIES_LIMIT) return this.#overflowSeries();
+        next = new Map();
+        level.set(this.#valueAt(attributes, i), next);
+      }
+      level = next;
     }
-    // No attribute names: the one series hangs off the root.
-    const only = level.get(undefined);
-    return only === undefined || only instanceof Map ? this.#newSeries(level, 0, attributes) : only;
-  }
-
-  /** The series of `attributes`, whose path exists down to `level` (the `depth`th name). */
-  #newSeries(
-    level: Level,
-    depth: number,
-    attributes: Readonly<Record<string, AttributeValue | undefined>>,
-  ): Series {
-    if (this.#series.length >= SERIES_LIMIT) {
-      this.#overflow ??= this.#add({ ...OVERFLOW });
-      return this.#overflow;
-    }
-    const names = this.attributeNames;
+    const found = level.get(this.#valueAt(attributes, leaf)) as Series | undefined;
+    if (found !== undefined) return found;
+    if (this.#series.length >= SERIES_LIMIT) return this.#overflowSeries();
     const kept: Record<string, AttributeValue> = {};
     for (const name of names) {
       const value = attributes[name];
       if (value !== undefined) kept[name] = value;
     }
     const series = this.#add(kept);
-    if (names.length === 0) {
-      level.set(undefined, series);
-      return series;
-    }
-    for (let i = depth; i < names.length - 1; i++) {
-      const next: Level = new Map();
-      level.set(attributes[names[i] as string], next);
-      level = next;
-    }
-    level.set(attributes[names[names.length - 1] as string], series);
+    level.set(this.#valueAt(attributes, leaf), series);
     return series;
+  }
+
+  #valueAt(
+    attributes: Readonly<Record<string, AttributeValue | undefined>>,
+    i: number,
+  ): AttributeValue | undefined {
+    const name = this.attributeNames[i];
+    return name === undefined ? undefined : attributes[name];
+  }
+
+  #overflowSeries(): Series {
+    this.#overflow ??= this.#add({ ...OVERFLOW });
+    return this.#overflow;
   }
 
   #add(attributes: Record<string, AttributeValue>): Series {
