@@ -115,7 +115,10 @@ let writes = 0;
 
 interface Case {
   label: string;
-  /** The read whose exact answer the bare Express baseline repeats (this case's own, or the same). */
+  /**
+   * The answer whose exact bytes its bare Express and raw node:http repeat: its own, or another
+   * case's identical one (none: no baseline, as for the write).
+   */
   express?: Answer;
   headers: Record<string, string>;
   /** One body for every request, or a fresh one per request (checked per answer). */
@@ -125,7 +128,7 @@ interface Case {
   /** Only with --telemetry or BENCH_BASELINE. */
   telemetry: boolean;
 }
-/** The reads whose answers bare Express and raw node:http repeat, each probed once at start. */
+/** The answers the baselines repeat, each named for the case probed for it once at start. */
 const ANSWERS = ["legacy", "modern", "lookup"] as const;
 type Answer = (typeof ANSWERS)[number];
 const CASES = {
