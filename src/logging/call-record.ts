@@ -64,22 +64,44 @@ export function callRecord(
   args: unknown,
   signal: AbortSignal | (() => AbortSignal),
 ): CallRecord {
-  return {
-    by: origin.by,
-    client: origin.client,
-    groups: origin.groups,
-    caller: origin.caller,
-    traceFields: origin.traceFields,
-    requestId,
-    tool,
-    args,
-    // A function: the signal is made when first asked for (see CallOptions.signal).
-    get signal() {
-      return typeof signal === "function" ? signal() : signal;
-    },
-    ts: new Date().toISOString(),
-    started: performance.now(),
-  };
+  return new Call(origin, requestId, tool, args, signal);
+}
+
+/**
+ * A CallRecord whose signal, when given as a function, is made when first asked for (see
+ * CallOptions.signal). The getter lives on the prototype: every record has one shape (a getter
+ * in an object literal would be a new accessor, so a new hidden class, per record, and every
+ * read of a record's fields would stop being monomorphic).
+ */
+class Call implements CallRecord {
+  readonly by: string;
+  readonly client: string | undefined;
+  readonly groups: readonly string[];
+  readonly caller: string;
+  readonly traceFields: TraceFields;
+  readonly ts = new Date().toISOString();
+  readonly started = performance.now();
+  readonly #signal: AbortSignal | (() => AbortSignal);
+
+  constructor(
+    origin: CallOrigin,
+    readonly requestId: string,
+    readonly tool: string,
+    readonly args: unknown,
+    signal: AbortSignal | (() => AbortSignal),
+  ) {
+    this.by = origin.by;
+    this.client = origin.client;
+    this.groups = origin.groups;
+    this.caller = origin.caller;
+    this.traceFields = origin.traceFields;
+    this.#signal = signal;
+  }
+
+  get signal(): AbortSignal {
+    const signal = this.#signal;
+    return typeof signal === "function" ? signal() : signal;
+  }
 }
 
 /** What every line says of the call: the one place these fields are taken from the record. */
