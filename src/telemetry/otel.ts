@@ -1,17 +1,4 @@
-import {
-  type Context,
-  defaultTextMapGetter,
-  type Attributes as OtelAttributes,
-  type Span as OtelSpan,
-  ROOT_CONTEXT,
-  SpanKind,
-  trace,
-} from "@opentelemetry/api";
-import {
-  type ExportResult,
-  ExportResultCode,
-  W3CTraceContextPropagator,
-} from "@opentelemetry/core";
+import { type ExportResult, ExportResultCode } from "@opentelemetry/core";
 import { OTLPMetricExporter as JsonMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { OTLPMetricExporter as ProtoMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { OTLPTraceExporter as JsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
@@ -26,26 +13,15 @@ import {
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
-  BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
-  SamplingDecision,
-  type SamplingResult,
   type SpanExporter,
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
 import { opsLog } from "../logging/ops.js";
-import type {
-  Attributes,
-  ClientSpanInit,
-  RequestSpanInit,
-  Span,
-  Telemetry,
-  TraceParent,
-} from "./api.js";
+import type { ClientSpanInit, RequestSpanInit, Span, Telemetry } from "./api.js";
 import {
-  ATTR,
   DURATION_BUCKETS,
   METRICS,
   SERVER_METRIC_ATTRIBUTES,
@@ -53,29 +29,23 @@ import {
 } from "./conventions.js";
 import { DurationHistogram } from "./durations.js";
 import type { SamplerName, TelemetrySettings } from "./settings.js";
+import { type Metered, SpanFactory } from "./spans.js";
 
 /**
  * Telemetry on: OpenTelemetry's SDK with explicit parents only. Nothing is registered globally
  * (no tracer provider, no context manager, no instrumentation): a span's parent is the trace
- * context the client sent, or the Span object the caller hands back. Export is batched, bounded
- * and off the request path: a collector that is down, slow or failing costs a dropped batch and
- * one ops line per kind of failure, never an error or a wait for the caller.
+ * context the client sent, or the Span object the caller hands back. telemetry/spans.ts makes
+ * the spans; the SDK's samplers decide, its span processor batches, its exporters send. Export is
+ * batched, bounded and off the request path: a collector that is down, slow or failing costs a
+ * dropped batch and one ops line per kind of failure, never an error or a wait for the caller.
  */
 
 const SCOPE = "korral-storelink-mcp";
 /** The span queue: beyond it spans are dropped, never held. */
 const MAX_QUEUE = 2048;
 const MAX_BATCH = 512;
-
-const propagator = new W3CTraceContextPropagator();
-
-/** The client's context (invalid values are ignored: the span is then a root). */
-function parentContext(parent: TraceParent | undefined): Context {
-  if (parent?.traceparent === undefined) return ROOT_CONTEXT;
-  const carrier: Record<string, string> = { traceparent: parent.traceparent };
-  if (parent.tracestate !== undefined) carrier.tracestate = parent.tracestate;
-  return propagator.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
-}
+/** The limits store's CLIENT spans have no duration metric (its availability is a gauge). */
+const UNMETERED: Metered = { metric: undefined, names: [] };
 
 /** The sampler OTEL_TRACES_SAMPLER names (the SDK's own, built from settings, not from env). */
 function namedSampler(name: SamplerName, ratio: number): Sampler {
@@ -92,37 +62,6 @@ function namedSampler(name: SamplerName, ratio: number): Sampler {
       return new ParentBasedSampler({ root: new AlwaysOffSampler() });
     case "parentbased_traceidratio":
       return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
-  }
-}
-
-const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED };
-const DROPPED: SamplingResult = { decision: SamplingDecision.NOT_RECORD };
-
-/**
- * The configured sampler decides reads only: a span under one of ours follows its parent (one
- * trace is whole or absent), and a request marked `korral.write` at its start is always sampled.
- */
-class WritesAlwaysSampler implements Sampler {
-  constructor(private readonly reads: Sampler) {}
-
-  shouldSample(
-    context: Context,
-    traceId: string,
-    name: string,
-    kind: SpanKind,
-    attributes: OtelAttributes,
-    links: Parameters<Sampler["shouldSample"]>[5],
-  ): SamplingResult {
-    const parent = trace.getSpanContext(context);
-    if (parent !== undefined && parent.isRemote !== true) {
-      return (parent.traceFlags & 1) === 1 ? SAMPLED : DROPPED;
-    }
-    if (attributes[ATTR.write] === true) return SAMPLED;
-    return this.reads.shouldSample(context, traceId, name, kind, attributes, links);
-  }
-
-  toString(): string {
-    return `WritesAlways{${this.reads.toString()}}`;
   }
 }
 
@@ -178,135 +117,6 @@ function reportingMetricExporter(inner: PushMetricExporter): PushMetricExporter 
   };
 }
 
-/** Keeps the attributes a duration metric reads from its span's attributes. */
-function pick(
-  into: Record<string, string | number | boolean>,
-  names: readonly string[],
-  from: Attributes,
-) {
-  for (const name of names) {
-    const value = from[name];
-    if (value !== undefined) into[name] = value;
-  }
-}
-
-/** Copies the defined attributes (the SDK would keep an explicit undefined as a key). */
-function defined(attributes: Attributes | undefined): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {};
-  if (attributes === undefined) return out;
-  for (const name in attributes) {
-    const value = attributes[name];
-    if (value !== undefined) out[name] = value;
-  }
-  return out;
-}
-
-/**
- * What every span of ours keeps for its duration metric: the metric's attributes as they are set,
- * and the time from its start to its first `end`.
- */
-abstract class MeteredSpan implements Span {
-  readonly #metricAttributes: Record<string, string | number | boolean> = {};
-  #ended = false;
-  readonly #start = performance.now();
-
-  constructor(
-    private readonly metric: DurationHistogram | undefined,
-    private readonly metricNames: readonly string[],
-    attributes: Attributes | undefined,
-  ) {
-    if (metric !== undefined && attributes !== undefined) {
-      pick(this.#metricAttributes, metricNames, attributes);
-    }
-  }
-
-  abstract readonly traceparent: string | undefined;
-  abstract readonly ids: { traceId: string; spanId: string; sampled: boolean } | undefined;
-  /** What the span itself does with attributes set before its end. */
-  protected abstract setOwn(attributes: Attributes): void;
-  /** What the span itself does at its (first) end. */
-  protected abstract endOwn(): void;
-
-  set(attributes: Attributes): void {
-    if (this.#ended) return;
-    if (this.metric !== undefined) pick(this.#metricAttributes, this.metricNames, attributes);
-    this.setOwn(attributes);
-  }
-
-  fail(errorType: string): void {
-    this.set({ [ATTR.errorType]: errorType });
-  }
-
-  end(): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.endOwn();
-    this.metric?.record((performance.now() - this.#start) / 1000, this.#metricAttributes);
-  }
-}
-
-/**
- * A CLIENT span under a parent that is not recorded: its trace is not sampled, so no span is
- * made (the SDK's would be dropped too, by WritesAlwaysSampler's "follow the parent"); only its
- * duration feeds its metric. Downstream gets the parent's own context, unsampled, so StoreLink's
- * spans still name this trace.
- */
-class UnrecordedSpan extends MeteredSpan {
-  readonly ids = undefined;
-
-  constructor(
-    readonly traceparent: string | undefined,
-    metric: DurationHistogram | undefined,
-    metricNames: readonly string[],
-    attributes: Attributes | undefined,
-  ) {
-    super(metric, metricNames, attributes);
-  }
-
-  protected setOwn(): void {}
-  protected endOwn(): void {}
-}
-
-/** Our Span over OpenTelemetry's: keeps the SDK span (a client span's parent) and its metric. */
-class OtelBackedSpan extends MeteredSpan {
-  constructor(
-    readonly inner: OtelSpan,
-    metric: DurationHistogram | undefined,
-    metricNames: readonly string[],
-    attributes: Attributes | undefined,
-  ) {
-    super(metric, metricNames, attributes);
-  }
-
-  protected setOwn(attributes: Attributes): void {
-    if (this.inner.isRecording()) this.inner.setAttributes(defined(attributes));
-  }
-
-  protected endOwn(): void {
-    this.inner.end();
-  }
-
-  #traceparent: string | undefined;
-  #ids: { traceId: string; spanId: string; sampled: boolean } | undefined;
-
-  // A span's context never changes: each is built once, when first asked for.
-  get traceparent(): string {
-    if (this.#traceparent === undefined) {
-      const c = this.inner.spanContext();
-      this.#traceparent = `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
-    }
-    return this.#traceparent;
-  }
-
-  get ids(): { traceId: string; spanId: string; sampled: boolean } {
-    if (this.#ids === undefined) {
-      const c = this.inner.spanContext();
-      this.#ids = { traceId: c.traceId, spanId: c.spanId, sampled: (c.traceFlags & 1) === 1 };
-    }
-    return this.#ids;
-  }
-}
-
 /** Telemetry per `settings`: spans and metrics exported over OTLP/HTTP. */
 export function createTelemetry(settings: TelemetrySettings): Telemetry {
   const resource = defaultResource().merge(
@@ -324,18 +134,15 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
       ? new JsonTraceExporter(exporterOptions(settings.tracesUrl))
       : new ProtoTraceExporter(exporterOptions(settings.tracesUrl)),
   );
-  const tracerProvider = new BasicTracerProvider({
-    resource,
-    sampler: new WritesAlwaysSampler(namedSampler(settings.sampler, settings.samplerRatio)),
-    spanProcessors: [
-      new BatchSpanProcessor(spanExporter, {
-        maxQueueSize: MAX_QUEUE,
-        maxExportBatchSize: MAX_BATCH,
-        exportTimeoutMillis: settings.exportTimeoutMs,
-      }),
-    ],
+  const processor = new BatchSpanProcessor(spanExporter, {
+    maxQueueSize: MAX_QUEUE,
+    maxExportBatchSize: MAX_BATCH,
+    exportTimeoutMillis: settings.exportTimeoutMs,
   });
-  const tracer = tracerProvider.getTracer(SCOPE, settings.serviceVersion);
+  const spans = new SpanFactory(
+    { processor, resource, scope: { name: SCOPE, version: settings.serviceVersion } },
+    namedSampler(settings.sampler, settings.samplerRatio),
+  );
 
   // The duration histograms are ours (telemetry/durations.ts), handed to the reader at each
   // collection; only the limits gauge is the SDK's own instrument.
@@ -388,6 +195,11 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
             }),
           ],
         });
+  const serverMetered: Metered = { metric: serverDuration, names: SERVER_METRIC_ATTRIBUTES };
+  const storelinkMetered: Metered = {
+    metric: storelinkDuration,
+    names: STORELINK_METRIC_ATTRIBUTES,
+  };
   const meter = meterProvider?.getMeter(SCOPE, settings.serviceVersion);
   let limitsUp: number | undefined;
   meter
@@ -402,28 +214,10 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
   return {
     enabled: true,
     request(init: RequestSpanInit): Span {
-      const attributes = defined(init.attributes);
-      attributes[ATTR.methodName] = init.method;
-      if (init.write === true) attributes[ATTR.write] = true;
-      const name = init.target === undefined ? init.method : `${init.method} ${init.target}`;
-      const inner = tracer.startSpan(
-        name,
-        { kind: SpanKind.SERVER, attributes },
-        parentContext(init.parent),
-      );
-      return new OtelBackedSpan(inner, serverDuration, SERVER_METRIC_ATTRIBUTES, attributes);
+      return spans.request(init, serverMetered);
     },
     client(parent: Span, init: ClientSpanInit): Span {
-      const metric = init.system === "storelink" ? storelinkDuration : undefined;
-      const metricNames = init.system === "storelink" ? STORELINK_METRIC_ATTRIBUTES : [];
-      if (parent instanceof OtelBackedSpan && !parent.inner.isRecording()) {
-        return new UnrecordedSpan(parent.traceparent, metric, metricNames, init.attributes);
-      }
-      const context =
-        parent instanceof OtelBackedSpan ? trace.setSpan(ROOT_CONTEXT, parent.inner) : ROOT_CONTEXT;
-      const attributes = defined(init.attributes);
-      const inner = tracer.startSpan(init.name, { kind: SpanKind.CLIENT, attributes }, context);
-      return new OtelBackedSpan(inner, metric, metricNames, attributes);
+      return spans.client(parent, init, init.system === "storelink" ? storelinkMetered : UNMETERED);
     },
     limitsAvailable(up: boolean): void {
       limitsUp = up ? 1 : 0;
@@ -431,7 +225,7 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
     shutdown(ms: number): Promise<void> {
       // Flushes what is buffered and stops the exporters, once; waits `ms` at most, never rejects.
       stopped ??= Promise.allSettled([
-        tracerProvider.shutdown(),
+        processor.shutdown(),
         meterProvider?.shutdown({ timeoutMillis: ms }),
       ]).then(() => undefined);
       let timer: NodeJS.Timeout | undefined;

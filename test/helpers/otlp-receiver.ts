@@ -32,6 +32,13 @@ export interface ReceivedSpan {
   parentSpanId: string;
   attributes: Record<string, Value>;
   resource: Record<string, Value>;
+  /** The instrumentation scope's name and version. */
+  scope: { name: string; version: string };
+  /** The W3C tracestate it carries ("" for none). */
+  traceState: string;
+  /** Start and end, nanoseconds since the epoch. */
+  startNs: bigint;
+  endNs: bigint;
   /** How it arrived. */
   format: "json" | "protobuf";
 }
@@ -162,12 +169,16 @@ function spansFromJson(body: Buffer): ReceivedSpan[] {
     resourceSpans?: {
       resource?: { attributes?: JsonKeyValue[] };
       scopeSpans?: {
+        scope?: { name?: string; version?: string };
         spans?: {
           name: string;
           kind: number;
           traceId: string;
           spanId: string;
           parentSpanId?: string;
+          traceState?: string;
+          startTimeUnixNano: string | number;
+          endTimeUnixNano: string | number;
           attributes?: JsonKeyValue[];
         }[];
       }[];
@@ -183,6 +194,10 @@ function spansFromJson(body: Buffer): ReceivedSpan[] {
         parentSpanId: s.parentSpanId ?? "",
         attributes: jsonAttributes(s.attributes),
         resource: jsonAttributes(rs.resource?.attributes),
+        scope: { name: ss.scope?.name ?? "", version: ss.scope?.version ?? "" },
+        traceState: s.traceState ?? "",
+        startNs: BigInt(s.startTimeUnixNano),
+        endNs: BigInt(s.endTimeUnixNano),
         format: "json" as const,
       })),
     ),
@@ -303,13 +318,18 @@ function protoAttributes(list: Map<number, Field[]>[]): Record<string, Value> {
   return out;
 }
 
-/** ExportTraceServiceRequest { 1 ResourceSpans { 1 Resource { 1 attrs }, 2 ScopeSpans { 2 Span } } }. */
+/**
+ * ExportTraceServiceRequest { 1 ResourceSpans { 1 Resource { 1 attrs }, 2 ScopeSpans
+ * { 1 InstrumentationScope { 1 name, 2 version }, 2 Span } } }.
+ */
 function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
   return messages(fields(body), 1).flatMap((rs) => {
     const resource = protoAttributes(messages(messages(rs, 1)[0] ?? new Map(), 1));
-    return messages(rs, 2).flatMap((ss) =>
-      // Span { 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind, 9 attributes }
-      messages(ss, 2).map((s) => ({
+    return messages(rs, 2).flatMap((ss) => {
+      const scope = messages(ss, 1)[0] ?? new Map();
+      // Span { 1 trace_id, 2 span_id, 3 trace_state, 4 parent_span_id, 5 name, 6 kind,
+      // 7 start_time_unix_nano, 8 end_time_unix_nano, 9 attributes }
+      return messages(ss, 2).map((s) => ({
         name: text(s, 5),
         kind: Number(varintOf(s, 6) ?? 0n),
         traceId: hex(s, 1),
@@ -317,9 +337,13 @@ function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
         parentSpanId: hex(s, 4),
         attributes: protoAttributes(messages(s, 9)),
         resource,
+        scope: { name: text(scope, 1), version: text(scope, 2) },
+        traceState: text(s, 3),
+        startNs: fixedOf(s, 7)?.readBigUInt64LE(0) ?? 0n,
+        endNs: fixedOf(s, 8)?.readBigUInt64LE(0) ?? 0n,
         format: "protobuf" as const,
-      })),
-    );
+      }));
+    });
   });
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Telemetry } from "../../src/telemetry/api.js";
+import { NO_SPAN, type Telemetry } from "../../src/telemetry/api.js";
 import {
   ATTR,
   METRICS,
@@ -67,11 +67,24 @@ function oneToolCall(telemetry: Telemetry, write = false, fail?: string) {
   return { span, client };
 }
 
+/** A tools/call with no client context, and a StoreLink request under it. */
+function oneToolCallRoot(telemetry: Telemetry) {
+  const span = telemetry.request({ method: "tools/call", target: "get_stock" });
+  const client = telemetry.client(span, { name: "GET /v1/skus", system: "storelink" });
+  client.end();
+  span.end();
+  return { span, client };
+}
+
 describe.each(["http/protobuf", "http/json"])("exported over %s", (protocol) => {
   it("a request span under the client's parent, its client span as its child, and the metrics", async () => {
     const receiver = await startOtlpReceiver();
     const telemetry = telemetryFor(receiver.url, { OTEL_EXPORTER_OTLP_PROTOCOL: protocol });
+    const before = BigInt(Date.now() - 1) * 1_000_000n;
     const { span, client } = oneToolCall(telemetry, false, "tool_error");
+    const after = BigInt(Date.now() + 1) * 1_000_000n;
+    // Set after its end: changes nothing.
+    span.set({ [ATTR.idempotencyKey]: "late" });
     telemetry.limitsAvailable(false);
     expect(span.traceparent).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
     expect(span.ids).toMatchObject({ traceId: TRACE_ID, sampled: true });
@@ -107,6 +120,22 @@ describe.each(["http/protobuf", "http/json"])("exported over %s", (protocol) => 
       spanId: client.ids?.spanId,
       attributes: { [ATTR.httpStatus]: 200 },
     });
+    // Both carry the client's tracestate, the service's scope, and their own time in the call's.
+    for (const exported of receiver.spans) {
+      expect(exported).toMatchObject({
+        traceState: "vendor=x",
+        scope: { name: "korral-storelink-mcp", version: "9.9.9" },
+      });
+      expect(exported.startNs).toBeGreaterThanOrEqual(before);
+      expect(exported.endNs).toBeGreaterThanOrEqual(exported.startNs);
+      expect(exported.endNs).toBeLessThanOrEqual(after);
+    }
+    const [serverSpan, clientSpan] = [KIND.SERVER, KIND.CLIENT].map((kind) =>
+      receiver.spans.find((s) => s.kind === kind),
+    );
+    // The client span runs inside its server span.
+    expect(clientSpan?.startNs).toBeGreaterThanOrEqual(serverSpan?.startNs ?? 0n);
+    expect(clientSpan?.endNs).toBeLessThanOrEqual(serverSpan?.endNs ?? 0n);
     expect(client.traceparent).toBe(`00-${TRACE_ID}-${client.ids?.spanId}-01`);
 
     expect(receiver.requests).toContain(
@@ -203,6 +232,103 @@ describe("sampling", () => {
     expect(invalid.ids?.traceId).not.toBe(TRACE_ID);
     await telemetry.shutdown(5000);
     expect(receiver.spans.map((s) => [s.name, s.parentSpanId])).toEqual([["tools/list", ""]]);
+  });
+});
+
+describe("the configured sampler decides reads, as the SDK's tracer would ask it", () => {
+  /** Which of a read under a sampled and an unsampled client context, and a root, is exported. */
+  async function exportedUnder(env: Record<string, string>) {
+    const receiver = await startOtlpReceiver();
+    const telemetry = telemetryFor(receiver.url, env);
+    const made = {
+      sampledParent: telemetry.request({
+        method: "tools/call",
+        target: "a",
+        parent: { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` },
+      }),
+      unsampledParent: telemetry.request({
+        method: "tools/call",
+        target: "b",
+        parent: { traceparent: `00-${TRACE_ID}-${PARENT_ID}-00` },
+      }),
+      root: telemetry.request({ method: "tools/call", target: "c" }),
+    };
+    for (const span of Object.values(made)) span.end();
+    await telemetry.shutdown(5000);
+    return {
+      exported: receiver.spans.map((s) => s.name).sort(),
+      sampled: Object.entries(made)
+        .filter(([, span]) => span.ids?.sampled === true)
+        .map(([name]) => name)
+        .sort(),
+    };
+  }
+
+  it.each([
+    ["parentbased_always_off", {}, ["tools/call a"], ["sampledParent"]],
+    ["parentbased_always_on", {}, ["tools/call a", "tools/call c"], ["root", "sampledParent"]],
+    // A ratio sampler that is not parent-based ignores the client's flag either way.
+    ["traceidratio", { OTEL_TRACES_SAMPLER_ARG: "0" }, [], []],
+    [
+      "traceidratio",
+      { OTEL_TRACES_SAMPLER_ARG: "1" },
+      ["tools/call a", "tools/call b", "tools/call c"],
+      ["root", "sampledParent", "unsampledParent"],
+    ],
+    [
+      "always_on",
+      {},
+      ["tools/call a", "tools/call b", "tools/call c"],
+      ["root", "sampledParent", "unsampledParent"],
+    ],
+  ])("%s %o", async (sampler, env, exported, sampled) => {
+    expect(await exportedUnder({ OTEL_TRACES_SAMPLER: sampler, ...env })).toEqual({
+      exported,
+      sampled,
+    });
+  });
+
+  it("a ratio keeps a share of root reads, and the spans it keeps are whole", async () => {
+    const receiver = await startOtlpReceiver();
+    const telemetry = telemetryFor(receiver.url, {
+      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.25",
+    });
+    const sampled = new Set<string>();
+    for (let i = 0; i < 400; i++) {
+      const { span, client } = oneToolCallRoot(telemetry);
+      if (span.ids?.sampled) sampled.add(`${span.ids.spanId} ${client.ids?.spanId}`);
+      else expect(client.ids).toBeUndefined();
+    }
+    await telemetry.shutdown(5000);
+    // 100 expected; a binomial draw of 400 at 0.25 falls outside 50..150 about once in 10^9.
+    expect(sampled.size).toBeGreaterThan(50);
+    expect(sampled.size).toBeLessThan(150);
+    const byId = new Map(receiver.spans.map((s) => [s.spanId, s]));
+    expect(receiver.spans).toHaveLength(2 * sampled.size);
+    for (const pair of sampled) {
+      const [server, client] = pair.split(" ").map((id) => byId.get(id));
+      expect(server?.kind).toBe(KIND.SERVER);
+      expect(client?.parentSpanId).toBe(server?.spanId);
+      expect(client?.traceId).toBe(server?.traceId);
+    }
+  });
+
+  it("a client span with no span of ours above it is a root, sampled as a read is", async () => {
+    for (const [sampler, exported] of [
+      ["always_on", 1],
+      ["always_off", 0],
+    ] as const) {
+      const receiver = await startOtlpReceiver();
+      const telemetry = telemetryFor(receiver.url, { OTEL_TRACES_SAMPLER: sampler });
+      const span = telemetry.client(NO_SPAN, { name: "limits take", system: "limits" });
+      expect(span.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+      span.end();
+      await telemetry.shutdown(5000);
+      expect(receiver.spans.map((s) => [s.name, s.parentSpanId])).toEqual(
+        exported ? [["limits take", ""]] : [],
+      );
+    }
   });
 });
 
