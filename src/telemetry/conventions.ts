@@ -15,7 +15,7 @@ export const ATTR = {
   storeId: "korral.store_id",
   auditOutcome: "korral.audit.outcome",
   idempotencyKey: "korral.idempotency_key",
-  /** Set at a request span's start: a write is always sampled (telemetry/otel.ts). */
+  /** Set at a request span's start: a write is always sampled (telemetry/spans.ts). */
   write: "korral.write",
   httpMethod: "http.request.method",
   urlTemplate: "url.template",
