@@ -36,9 +36,9 @@ export interface ReceivedSpan {
   scope: { name: string; version: string };
   /** The W3C tracestate it carries ("" for none). */
   traceState: string;
-  /** Start and end, nanoseconds since the epoch. */
-  startNs: bigint;
-  endNs: bigint;
+  /** Start and end, microseconds since the epoch (a number: the spans are JSON-printable). */
+  startUs: number;
+  endUs: number;
   /** How it arrived. */
   format: "json" | "protobuf";
 }
@@ -196,8 +196,8 @@ function spansFromJson(body: Buffer): ReceivedSpan[] {
         resource: jsonAttributes(rs.resource?.attributes),
         scope: { name: ss.scope?.name ?? "", version: ss.scope?.version ?? "" },
         traceState: s.traceState ?? "",
-        startNs: BigInt(s.startTimeUnixNano),
-        endNs: BigInt(s.endTimeUnixNano),
+        startUs: Number(BigInt(s.startTimeUnixNano) / 1000n),
+        endUs: Number(BigInt(s.endTimeUnixNano) / 1000n),
         format: "json" as const,
       })),
     ),
@@ -339,8 +339,8 @@ function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
         resource,
         scope: { name: text(scope, 1), version: text(scope, 2) },
         traceState: text(s, 3),
-        startNs: fixedOf(s, 7)?.readBigUInt64LE(0) ?? 0n,
-        endNs: fixedOf(s, 8)?.readBigUInt64LE(0) ?? 0n,
+        startUs: Number((fixedOf(s, 7)?.readBigUInt64LE(0) ?? 0n) / 1000n),
+        endUs: Number((fixedOf(s, 8)?.readBigUInt64LE(0) ?? 0n) / 1000n),
         format: "protobuf" as const,
       }));
     });
