@@ -73,6 +73,13 @@ function copyDefined(into: Values, from: Attributes, names?: readonly string[]):
   }
 }
 
+/** A sampled span's own attributes: the defined ones given at its start. */
+function copyOf(attributes: Attributes): Values {
+  const copy: Values = {};
+  copyDefined(copy, attributes);
+  return copy;
+}
+
 /** The client's context as the W3C propagator reads it; undefined if absent or invalid. */
 function remoteParent(parent: TraceParent | undefined): SpanContext | undefined {
   if (parent?.traceparent === undefined) return undefined;
@@ -286,8 +293,7 @@ export class SpanFactory {
     if (init.write !== true && !this.#sampled(parent, traceId, name, SpanKind.SERVER, given)) {
       return new UnsampledSpan(traceId, metered, given, init.method, undefined);
     }
-    const attributes: Values = {};
-    copyDefined(attributes, given);
+    const attributes = copyOf(given);
     attributes[ATTR.methodName] = init.method;
     if (init.write === true) attributes[ATTR.write] = true;
     return new SampledSpan(this.sink, name, SpanKind.SERVER, traceId, parent, attributes, metered);
@@ -310,15 +316,13 @@ export class SpanFactory {
         return new UnsampledSpan(traceId, metered, given, undefined, undefined);
       }
     }
-    const attributes: Values = {};
-    copyDefined(attributes, given);
     return new SampledSpan(
       this.sink,
       init.name,
       SpanKind.CLIENT,
       traceId,
       context,
-      attributes,
+      copyOf(given),
       metered,
     );
   }
