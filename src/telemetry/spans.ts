@@ -97,6 +97,7 @@ function remoteParent(parent: TraceParent | undefined): SpanContext | undefined 
 abstract class MeteredSpan implements Span {
   /** Kept until the end, then let go (a sampled span lives on in the export queue). */
   #metricAttributes: Values | undefined;
+  #ended = false;
   protected readonly startedAt = performance.now();
 
   constructor(
@@ -114,15 +115,13 @@ abstract class MeteredSpan implements Span {
 
   abstract readonly traceparent: string | undefined;
   abstract readonly ids: { traceId: string; spanId: string; sampled: boolean } | undefined;
-  /** Whether `end` was called. */
-  protected abstract get done(): boolean;
   /** What the span itself keeps of attributes set before its end. */
   protected setOwn(_attributes: Attributes): void {}
-  /** The span's own end, once, at `now` (performance.now()); marks it done. */
-  protected abstract endOwn(now: number): void;
+  /** What the span itself does at its (first) end, at `now` (performance.now()). */
+  protected endOwn(_now: number): void {}
 
   set(attributes: Attributes): void {
-    if (this.done) return;
+    if (this.#ended) return;
     if (this.#metricAttributes !== undefined) {
       copyDefined(this.#metricAttributes, attributes, this.metered.names);
     }
@@ -134,7 +133,8 @@ abstract class MeteredSpan implements Span {
   }
 
   end(): void {
-    if (this.done) return;
+    if (this.#ended) return;
+    this.#ended = true;
     const now = performance.now();
     this.endOwn(now);
     if (this.#metricAttributes !== undefined) {
@@ -151,7 +151,6 @@ abstract class MeteredSpan implements Span {
  */
 class UnsampledSpan extends MeteredSpan {
   #spanId: string | undefined;
-  #done = false;
 
   constructor(
     readonly traceId: string,
@@ -162,14 +161,6 @@ class UnsampledSpan extends MeteredSpan {
     readonly under: UnsampledSpan | undefined,
   ) {
     super(metered, attributes, method);
-  }
-
-  protected get done(): boolean {
-    return this.#done;
-  }
-
-  protected endOwn(): void {
-    this.#done = true;
   }
 
   /** Made when first asked for. */
@@ -255,15 +246,11 @@ class SampledSpan extends MeteredSpan implements ReadableSpan {
     return { traceId: this.#context.traceId, spanId: this.#context.spanId, sampled: true };
   }
 
-  protected get done(): boolean {
-    return this.#endTime !== undefined;
-  }
-
   protected override setOwn(attributes: Attributes): void {
     copyDefined(this.attributes, attributes);
   }
 
-  protected endOwn(now: number): void {
+  protected override endOwn(now: number): void {
     this.#endTime = hrTime(now);
     this.sink.processor.onEnd(this);
   }
