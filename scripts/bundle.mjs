@@ -54,6 +54,10 @@ await build({
   keepNames: true,
   sourcemap: "linked",
   chunkNames: "[name]-[hash]",
+  // ESM builds first where a package ships both without an exports map (only @opentelemetry/*
+  // here): its ESM imports bind directly, where a bundled CommonJS build is read through
+  // esbuild's interop getters on every access (sampling and export, per span).
+  mainFields: ["module", "main"],
   external: [
     "@google-cloud/*",
     "google-gax",
