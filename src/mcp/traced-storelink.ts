@@ -38,50 +38,70 @@ class TracedStoreLink implements StoreLinkClient {
     private readonly parent: Span,
   ) {}
 
-  async #run<T>(call: Call, send: (client: StoreLinkClient) => Promise<T>): Promise<T> {
+  /** The CLIENT span of one call, started. */
+  #span(call: Call): Span {
     const [method, template] = ROUTES[call];
-    const span = this.telemetry.client(this.parent, {
+    return this.telemetry.client(this.parent, {
       name: `${method} ${template}`,
       system: "storelink",
       attributes: { [ATTR.httpMethod]: method, [ATTR.urlTemplate]: template },
     });
-    const client =
-      this.inner.traced?.({
-        traceparent: span.traceparent,
-        onStatus: (status) => span.set({ [ATTR.httpStatus]: status }),
-      }) ?? this.inner;
-    try {
-      return await send(client);
-    } catch (error) {
-      span.fail(isStoreLinkError(error) ? error.kind : "internal");
-      throw error;
-    } finally {
-      span.end();
-    }
+  }
+
+  /** The client that makes the call: one that sends the span's context, if it makes requests. */
+  #via(span: Span): StoreLinkClient {
+    if (this.inner.traced === undefined) return this.inner;
+    return this.inner.traced({
+      traceparent: span.traceparent,
+      onStatus: (status) => span.set({ [ATTR.httpStatus]: status }),
+    });
   }
 
   listStores() {
-    return this.#run("listStores", (c) => c.listStores());
+    const span = this.#span("listStores");
+    return ended(span, this.#via(span).listStores());
   }
   lookupSku(query: string) {
-    return this.#run("lookupSku", (c) => c.lookupSku(query));
+    const span = this.#span("lookupSku");
+    return ended(span, this.#via(span).lookupSku(query));
   }
   getSku(sku: string) {
-    return this.#run("getSku", (c) => c.getSku(sku));
+    const span = this.#span("getSku");
+    return ended(span, this.#via(span).getSku(sku));
   }
   getStock(storeId: string, sku: string, key: ApiKey) {
-    return this.#run("getStock", (c) => c.getStock(storeId, sku, key));
+    const span = this.#span("getStock");
+    return ended(span, this.#via(span).getStock(storeId, sku, key));
   }
   createOrder(request: OrderRequest, key: ApiKey) {
-    return this.#run("createOrder", (c) => c.createOrder(request, key));
+    const span = this.#span("createOrder");
+    return ended(span, this.#via(span).createOrder(request, key));
   }
   getOrder(storeId: string, orderId: string, key: ApiKey) {
-    return this.#run("getOrder", (c) => c.getOrder(storeId, orderId, key));
+    const span = this.#span("getOrder");
+    return ended(span, this.#via(span).getOrder(storeId, orderId, key));
   }
   getOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
-    return this.#run("getOrderRequest", (c) => c.getOrderRequest(storeId, idempotencyKey, key));
+    const span = this.#span("getOrderRequest");
+    return ended(span, this.#via(span).getOrderRequest(storeId, idempotencyKey, key));
   }
   fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
-    return this.#run("fenceOrderRequest", (c) => c.fenceOrderRequest(storeId, idempotencyKey, key));
+    const span = this.#span("fenceOrderRequest");
+    return ended(span, this.#via(span).fenceOrderRequest(storeId, idempotencyKey, key));
   }
+}
+
+/** `sent`, ending `span` when it settles: a failure is named by its kind, and passed on. */
+function ended<T>(span: Span, sent: Promise<T>): Promise<T> {
+  return sent.then(
+    (value) => {
+      span.end();
+      return value;
+    },
+    (error: unknown) => {
+      span.fail(isStoreLinkError(error) ? error.kind : "internal");
+      span.end();
+      throw error;
+    },
+  );
 }

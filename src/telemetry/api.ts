@@ -89,11 +89,14 @@ export function traceParentOf(meta: unknown): TraceParent | undefined {
   return { traceparent, tracestate: typeof tracestate === "string" ? tracestate : undefined };
 }
 
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
 /** The trace context of an HTTP request's headers, if any. */
 export function traceParentOfHeaders(
   headers: Record<string, string | string[] | undefined>,
 ): TraceParent | undefined {
-  const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
   const traceparent = first(headers.traceparent);
   if (traceparent === undefined) return undefined;
   return { traceparent, tracestate: first(headers.tracestate) };

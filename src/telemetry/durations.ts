@@ -30,6 +30,9 @@ interface Series {
   max: number;
 }
 
+/** A measurement's attribute values, one place per attribute name of its histogram. */
+export type MetricValues = (AttributeValue | undefined)[];
+
 /** One level of the series tree: an attribute's values, each to the next level or a series. */
 type Level = Map<AttributeValue | undefined, unknown>;
 
@@ -47,13 +50,38 @@ export class DurationHistogram {
     readonly name: string,
     readonly description: string,
     private readonly boundaries: readonly number[],
-    private readonly attributeNames: readonly string[],
-  ) {}
+    readonly attributeNames: readonly string[],
+  ) {
+    this.#slots = new Map(attributeNames.map((name, slot) => [name, slot]));
+  }
 
-  /** One duration in seconds, with the attributes of its span (only the fixed names are kept). */
-  record(seconds: number, attributes: Readonly<Record<string, AttributeValue | undefined>>): void {
+  /** Each attribute name's place in a measurement's values. */
+  readonly #slots: ReadonlyMap<string, number>;
+
+  /** A measurement's values: those of `attributes` this histogram keeps, in their places. */
+  valuesOf(attributes: Readonly<Record<string, AttributeValue | undefined>>): MetricValues {
+    const values = new Array<AttributeValue | undefined>(this.attributeNames.length).fill(
+      undefined,
+    );
+    this.keep(values, attributes);
+    return values;
+  }
+
+  /** Sets in `values` those of `attributes` this histogram keeps (undefined ones are skipped). */
+  keep(values: MetricValues, attributes: Readonly<Record<string, AttributeValue | undefined>>) {
+    for (const name in attributes) this.keepOne(values, name, attributes[name]);
+  }
+
+  keepOne(values: MetricValues, name: string, value: AttributeValue | undefined): void {
+    if (value === undefined) return;
+    const slot = this.#slots.get(name);
+    if (slot !== undefined) values[slot] = value;
+  }
+
+  /** One duration in seconds, with its attributes' values (`valuesOf`). */
+  record(seconds: number, values: MetricValues): void {
     if (!(seconds >= 0)) return;
-    const series = this.#seriesOf(attributes);
+    const series = this.#seriesOf(values);
     let bucket = 0;
     while (bucket < this.boundaries.length && seconds > (this.boundaries[bucket] as number)) {
       bucket++;
@@ -65,39 +93,30 @@ export class DurationHistogram {
     if (seconds > series.max) series.max = seconds;
   }
 
-  #seriesOf(attributes: Readonly<Record<string, AttributeValue | undefined>>): Series {
-    const names = this.attributeNames;
+  #seriesOf(values: MetricValues): Series {
     // With no names of its own, the one series hangs off the root under `undefined`.
-    const leaf = Math.max(names.length - 1, 0);
+    const leaf = Math.max(values.length - 1, 0);
     let level = this.#tree;
     for (let i = 0; i < leaf; i++) {
-      let next = level.get(this.#valueAt(attributes, i)) as Level | undefined;
+      let next = level.get(values[i]) as Level | undefined;
       if (next === undefined) {
         if (this.#series.length >= SERIES_LIMIT) return this.#overflowSeries();
         next = new Map();
-        level.set(this.#valueAt(attributes, i), next);
+        level.set(values[i], next);
       }
       level = next;
     }
-    const found = level.get(this.#valueAt(attributes, leaf)) as Series | undefined;
+    const found = level.get(values[leaf]) as Series | undefined;
     if (found !== undefined) return found;
     if (this.#series.length >= SERIES_LIMIT) return this.#overflowSeries();
     const kept: Record<string, AttributeValue> = {};
-    for (const name of names) {
-      const value = attributes[name];
+    this.attributeNames.forEach((name, i) => {
+      const value = values[i];
       if (value !== undefined) kept[name] = value;
-    }
+    });
     const series = this.#add(kept);
-    level.set(this.#valueAt(attributes, leaf), series);
+    level.set(values[leaf], series);
     return series;
-  }
-
-  #valueAt(
-    attributes: Readonly<Record<string, AttributeValue | undefined>>,
-    i: number,
-  ): AttributeValue | undefined {
-    const name = this.attributeNames[i];
-    return name === undefined ? undefined : attributes[name];
   }
 
   #overflowSeries(): Series {

@@ -29,7 +29,7 @@ import {
 } from "./conventions.js";
 import { DurationHistogram } from "./durations.js";
 import type { SamplerName, TelemetrySettings } from "./settings.js";
-import { type Metered, SpanFactory } from "./spans.js";
+import { SpanFactory } from "./spans.js";
 
 /**
  * Telemetry on: OpenTelemetry's SDK with explicit parents only. Nothing is registered globally
@@ -44,8 +44,6 @@ const SCOPE = "korral-storelink-mcp";
 /** The span queue: beyond it spans are dropped, never held. */
 const MAX_QUEUE = 2048;
 const MAX_BATCH = 512;
-/** The limits store's CLIENT spans have no duration metric (its availability is a gauge). */
-const UNMETERED: Metered = { metric: undefined, names: [] };
 
 /** The sampler OTEL_TRACES_SAMPLER names (the SDK's own, built from settings, not from env). */
 function namedSampler(name: SamplerName, ratio: number): Sampler {
@@ -195,11 +193,6 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
             }),
           ],
         });
-  const serverMetered: Metered = { metric: serverDuration, names: SERVER_METRIC_ATTRIBUTES };
-  const storelinkMetered: Metered = {
-    metric: storelinkDuration,
-    names: STORELINK_METRIC_ATTRIBUTES,
-  };
   const meter = meterProvider?.getMeter(SCOPE, settings.serviceVersion);
   let limitsUp: number | undefined;
   meter
@@ -214,10 +207,15 @@ export function createTelemetry(settings: TelemetrySettings): Telemetry {
   return {
     enabled: true,
     request(init: RequestSpanInit): Span {
-      return spans.request(init, serverMetered);
+      return spans.request(init, serverDuration);
     },
     client(parent: Span, init: ClientSpanInit): Span {
-      return spans.client(parent, init, init.system === "storelink" ? storelinkMetered : UNMETERED);
+      // The limits store's CLIENT spans have no duration metric (its availability is a gauge).
+      return spans.client(
+        parent,
+        init,
+        init.system === "storelink" ? storelinkDuration : undefined,
+      );
     },
     limitsAvailable(up: boolean): void {
       limitsUp = up ? 1 : 0;

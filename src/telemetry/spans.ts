@@ -25,7 +25,7 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import type { Attributes, ClientSpanInit, RequestSpanInit, Span, TraceParent } from "./api.js";
 import { ATTR } from "./conventions.js";
-import type { DurationHistogram } from "./durations.js";
+import type { DurationHistogram, MetricValues } from "./durations.js";
 
 /**
  * Spans made here, not by the SDK's tracer: sampling is decided first, so a span that is not
@@ -38,12 +38,6 @@ import type { DurationHistogram } from "./durations.js";
  */
 
 type Values = Record<string, string | number | boolean>;
-
-/** Where a span's duration goes: its histogram and the attribute names it keeps. */
-export interface Metered {
-  metric: DurationHistogram | undefined;
-  names: readonly string[];
-}
 
 /** What sampled spans share: where they go at their end and what they say of the service. */
 export interface SpanSink {
@@ -58,16 +52,9 @@ const NO_EVENTS: ReadableSpan["events"] = [];
 const UNSET: SpanStatus = { code: SpanStatusCode.UNSET };
 const NO_ATTRIBUTES: Attributes = {};
 
-/** Keeps the defined values of `from` named in `names` (all of them without `names`). */
-function copyDefined(into: Values, from: Attributes, names?: readonly string[]): void {
-  if (names === undefined) {
-    for (const name in from) {
-      const value = from[name];
-      if (value !== undefined) into[name] = value;
-    }
-    return;
-  }
-  for (const name of names) {
+/** Keeps the defined values of `from`. */
+function copyDefined(into: Values, from: Attributes): void {
+  for (const name in from) {
     const value = from[name];
     if (value !== undefined) into[name] = value;
   }
@@ -95,22 +82,21 @@ function remoteParent(parent: TraceParent | undefined): SpanContext | undefined 
  * first `end`. Every span of ours is one.
  */
 abstract class MeteredSpan implements Span {
-  /** Kept until the end, then let go (a sampled span lives on in the export queue). */
-  #metricAttributes: Values | undefined;
+  /** The metric's values, kept until the end, then let go (a sampled span lives on in the queue). */
+  #metricValues: MetricValues | undefined;
   #ended = false;
   protected readonly startedAt = performance.now();
 
   constructor(
-    private readonly metered: Metered,
+    /** The histogram of its duration, if any. */
+    private readonly metric: DurationHistogram | undefined,
     attributes: Attributes,
     /** `mcp.method.name` when `attributes` does not carry it. */
     method?: string,
   ) {
-    if (metered.metric === undefined) return;
-    const kept: Values = {};
-    copyDefined(kept, attributes, metered.names);
-    if (method !== undefined) kept[ATTR.methodName] = method;
-    this.#metricAttributes = kept;
+    if (metric === undefined) return;
+    this.#metricValues = metric.valuesOf(attributes);
+    if (method !== undefined) metric.keepOne(this.#metricValues, ATTR.methodName, method);
   }
 
   abstract readonly traceparent: string | undefined;
@@ -122,9 +108,7 @@ abstract class MeteredSpan implements Span {
 
   set(attributes: Attributes): void {
     if (this.#ended) return;
-    if (this.#metricAttributes !== undefined) {
-      copyDefined(this.#metricAttributes, attributes, this.metered.names);
-    }
+    if (this.#metricValues !== undefined) this.metric?.keep(this.#metricValues, attributes);
     this.setOwn(attributes);
   }
 
@@ -137,9 +121,9 @@ abstract class MeteredSpan implements Span {
     this.#ended = true;
     const now = performance.now();
     this.endOwn(now);
-    if (this.#metricAttributes !== undefined) {
-      this.metered.metric?.record((now - this.startedAt) / 1000, this.#metricAttributes);
-      this.#metricAttributes = undefined;
+    if (this.#metricValues !== undefined) {
+      this.metric?.record((now - this.startedAt) / 1000, this.#metricValues);
+      this.#metricValues = undefined;
     }
   }
 }
@@ -154,13 +138,13 @@ class UnsampledSpan extends MeteredSpan {
 
   constructor(
     readonly traceId: string,
-    metered: Metered,
+    metric: DurationHistogram | undefined,
     attributes: Attributes,
     method: string | undefined,
     /** The unsampled span this one is under, whose context it carries. */
     readonly under: UnsampledSpan | undefined,
   ) {
-    super(metered, attributes, method);
+    super(metric, attributes, method);
   }
 
   /** Made when first asked for. */
@@ -202,9 +186,9 @@ class SampledSpan extends MeteredSpan implements ReadableSpan {
     traceId: string,
     readonly parentSpanContext: SpanContext | undefined,
     readonly attributes: Values,
-    metered: Metered,
+    metric: DurationHistogram | undefined,
   ) {
-    super(metered, attributes);
+    super(metric, attributes);
     this.#context = {
       traceId,
       spanId: ids.generateSpanId(),
@@ -272,24 +256,24 @@ export class SpanFactory {
     private readonly sampler: Sampler,
   ) {}
 
-  request(init: RequestSpanInit, metered: Metered): Span {
+  request(init: RequestSpanInit, metric: DurationHistogram | undefined): Span {
     const name = init.target === undefined ? init.method : `${init.method} ${init.target}`;
     const parent = remoteParent(init.parent);
     const traceId = parent?.traceId ?? ids.generateTraceId();
     const given = init.attributes ?? NO_ATTRIBUTES;
     if (init.write !== true && !this.#sampled(parent, traceId, name, SpanKind.SERVER, given)) {
-      return new UnsampledSpan(traceId, metered, given, init.method, undefined);
+      return new UnsampledSpan(traceId, metric, given, init.method, undefined);
     }
     const attributes = copyOf(given);
     attributes[ATTR.methodName] = init.method;
     if (init.write === true) attributes[ATTR.write] = true;
-    return new SampledSpan(this.sink, name, SpanKind.SERVER, traceId, parent, attributes, metered);
+    return new SampledSpan(this.sink, name, SpanKind.SERVER, traceId, parent, attributes, metric);
   }
 
-  client(parent: Span, init: ClientSpanInit, metered: Metered): Span {
+  client(parent: Span, init: ClientSpanInit, metric: DurationHistogram | undefined): Span {
     const given = init.attributes ?? NO_ATTRIBUTES;
     if (parent instanceof UnsampledSpan) {
-      return new UnsampledSpan(parent.traceId, metered, given, undefined, parent.under ?? parent);
+      return new UnsampledSpan(parent.traceId, metric, given, undefined, parent.under ?? parent);
     }
     let traceId: string;
     let context: SpanContext | undefined;
@@ -300,7 +284,7 @@ export class SpanFactory {
       // No span of ours above it: a root, sampled as a read is.
       traceId = ids.generateTraceId();
       if (!this.#sampled(undefined, traceId, init.name, SpanKind.CLIENT, given)) {
-        return new UnsampledSpan(traceId, metered, given, undefined, undefined);
+        return new UnsampledSpan(traceId, metric, given, undefined, undefined);
       }
     }
     return new SampledSpan(
@@ -310,7 +294,7 @@ export class SpanFactory {
       traceId,
       context,
       copyOf(given),
-      metered,
+      metric,
     );
   }
 
