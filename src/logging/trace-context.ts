@@ -63,14 +63,15 @@ export function traceFieldsFromHeaders(
 
 /**
  * The trace fields of this server's own span (telemetry on): the log lines of a call point at
- * its SERVER span. Without a project id there is nothing to build.
+ * its SERVER span. Undefined without a project id (Cloud Logging needs one) or without ids; the
+ * ids are asked for only with a project, as an unsampled span makes its span id when asked.
  */
-export function traceFieldsOfSpan(ids: {
-  traceId: string;
-  spanId: string;
-  sampled: boolean;
-}): TraceFields {
-  if (!traceProject) return {};
+export function traceFieldsOfSpan(span: {
+  readonly ids: { traceId: string; spanId: string; sampled: boolean } | undefined;
+}): TraceFields | undefined {
+  if (!traceProject) return undefined;
+  const ids = span.ids;
+  if (ids === undefined) return undefined;
   return {
     "logging.googleapis.com/trace": `projects/${traceProject}/traces/${ids.traceId}`,
     "logging.googleapis.com/spanId": ids.spanId,

@@ -67,8 +67,8 @@ export async function callTool(
     ? requestSpan(deps, name, trace, tool?.listing.annotations.readOnlyHint === false)
     : NO_SPAN;
   // With a span, the call's log lines name it: "show trace" from a line lands on this span.
-  const ids = span.ids;
-  const traced = ids ? { ...origin, traceFields: traceFieldsOfSpan(ids) } : origin;
+  const spanFields = traceFieldsOfSpan(span);
+  const traced = spanFields ? { ...origin, traceFields: spanFields } : origin;
   const call = callRecord(traced, newRequestId(), name, args, signal);
   span.set({ [ATTR.requestId]: call.requestId });
   if (!tool) {

@@ -9,9 +9,10 @@ import {
   trace,
 } from "@opentelemetry/api";
 import {
-  hrTime,
+  addHrTimes,
   hrTimeDuration,
   type InstrumentationScope,
+  millisToHrTime,
   parseTraceParent,
   TraceState,
 } from "@opentelemetry/core";
@@ -51,6 +52,14 @@ const NO_LINKS: ReadableSpan["links"] = [];
 const NO_EVENTS: ReadableSpan["events"] = [];
 const UNSET: SpanStatus = { code: SpanStatusCode.UNSET };
 const NO_ATTRIBUTES: Attributes = {};
+
+/** performance.timeOrigin as an HrTime: constant, so made once. */
+const TIME_ORIGIN = millisToHrTime(performance.timeOrigin);
+
+/** A performance.now() reading as the SDK's `hrTime(now)` gives it. */
+function hrTimeOf(now: number): HrTime {
+  return addHrTimes(TIME_ORIGIN, millisToHrTime(now));
+}
 
 /** Keeps the defined values of `from`. */
 function copyDefined(into: Values, from: Attributes): void {
@@ -195,7 +204,7 @@ class SampledSpan extends MeteredSpan implements ReadableSpan {
       traceFlags: 1,
       traceState: parentSpanContext?.traceState,
     };
-    this.startTime = hrTime(this.startedAt);
+    this.startTime = hrTimeOf(this.startedAt);
   }
 
   spanContext(): SpanContext {
@@ -235,7 +244,7 @@ class SampledSpan extends MeteredSpan implements ReadableSpan {
   }
 
   protected override endOwn(now: number): void {
-    this.#endTime = hrTime(now);
+    this.#endTime = hrTimeOf(now);
     this.sink.processor.onEnd(this);
   }
 }
