@@ -1,5 +1,10 @@
 import type { ApiKey } from "../keys/api-key.js";
-import { isStoreLinkError, type OrderRequest, type StoreLinkClient } from "../storelink/client.js";
+import {
+  isStoreLinkError,
+  type OrderRequest,
+  type StoreLinkClient,
+  type StoreLinkTrace,
+} from "../storelink/client.js";
 import type { Span, Telemetry } from "../telemetry/api.js";
 import { ATTR } from "../telemetry/conventions.js";
 
@@ -17,11 +22,14 @@ const ROUTES = {
 type Call = keyof typeof ROUTES;
 
 /**
- * StoreLink for one traced tool call: every call is a CLIENT span under the call's SERVER span
- * (explicit parent; HTTP client conventions, `url.template`, status, `error.type`), and an HTTP
- * StoreLink sends the span's `traceparent`, so StoreLink's spans join the same trace. Used only
- * with telemetry on; off, the tools get the process's client itself. A class, made per call:
- * its methods are shared, not closures built for every call.
+ * StoreLink for one traced tool call: every StoreLink request is a CLIENT span under the call's
+ * SERVER span (explicit parent; HTTP client conventions, `url.template`, status, `error.type`),
+ * and an HTTP StoreLink sends the span's `traceparent`, so StoreLink's spans join the same trace.
+ * The span starts when the request is sent: a call the HTTP client answers without one (the
+ * store directory from its cache) has no span and no duration in the StoreLink metric. Every
+ * call of the embedded StoreLink stands for a request and has its span. Used only with telemetry
+ * on; off, the tools get the process's client itself. A class, made per call: its methods are
+ * shared, not closures built for every call.
  */
 export function tracedStoreLink(
   inner: StoreLinkClient,
@@ -38,70 +46,92 @@ class TracedStoreLink implements StoreLinkClient {
     private readonly parent: Span,
   ) {}
 
-  /** The CLIENT span of one call, started. */
-  #span(call: Call): Span {
-    const [method, template] = ROUTES[call];
-    return this.telemetry.client(this.parent, {
-      name: `${method} ${template}`,
-      system: "storelink",
-      attributes: { [ATTR.httpMethod]: method, [ATTR.urlTemplate]: template },
-    });
-  }
-
-  /** The client that makes the call: one that sends the span's context, if it makes requests. */
-  #via(span: Span): StoreLinkClient {
-    if (this.inner.traced === undefined) return this.inner;
-    return this.inner.traced({
-      traceparent: span.traceparent,
-      onStatus: (status) => span.set({ [ATTR.httpStatus]: status }),
-    });
+  #call(call: Call): CallSpan {
+    return new CallSpan(this.telemetry, this.parent, call, this.inner);
   }
 
   listStores() {
-    const span = this.#span("listStores");
-    return ended(span, this.#via(span).listStores());
+    const call = this.#call("listStores");
+    return call.settled(call.client.listStores());
   }
   lookupSku(query: string) {
-    const span = this.#span("lookupSku");
-    return ended(span, this.#via(span).lookupSku(query));
+    const call = this.#call("lookupSku");
+    return call.settled(call.client.lookupSku(query));
   }
   getSku(sku: string) {
-    const span = this.#span("getSku");
-    return ended(span, this.#via(span).getSku(sku));
+    const call = this.#call("getSku");
+    return call.settled(call.client.getSku(sku));
   }
   getStock(storeId: string, sku: string, key: ApiKey) {
-    const span = this.#span("getStock");
-    return ended(span, this.#via(span).getStock(storeId, sku, key));
+    const call = this.#call("getStock");
+    return call.settled(call.client.getStock(storeId, sku, key));
   }
   createOrder(request: OrderRequest, key: ApiKey) {
-    const span = this.#span("createOrder");
-    return ended(span, this.#via(span).createOrder(request, key));
+    const call = this.#call("createOrder");
+    return call.settled(call.client.createOrder(request, key));
   }
   getOrder(storeId: string, orderId: string, key: ApiKey) {
-    const span = this.#span("getOrder");
-    return ended(span, this.#via(span).getOrder(storeId, orderId, key));
+    const call = this.#call("getOrder");
+    return call.settled(call.client.getOrder(storeId, orderId, key));
   }
   getOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
-    const span = this.#span("getOrderRequest");
-    return ended(span, this.#via(span).getOrderRequest(storeId, idempotencyKey, key));
+    const call = this.#call("getOrderRequest");
+    return call.settled(call.client.getOrderRequest(storeId, idempotencyKey, key));
   }
   fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
-    const span = this.#span("fenceOrderRequest");
-    return ended(span, this.#via(span).fenceOrderRequest(storeId, idempotencyKey, key));
+    const call = this.#call("fenceOrderRequest");
+    return call.settled(call.client.fenceOrderRequest(storeId, idempotencyKey, key));
   }
 }
 
-/** `sent`, ending `span` when it settles: a failure is named by its kind, and passed on. */
-function ended<T>(span: Span, sent: Promise<T>): Promise<T> {
-  return sent.then(
-    (value) => {
-      span.end();
-      return value;
-    },
-    (error: unknown) => {
-      span.fail(isStoreLinkError(error) ? error.kind : "internal");
-      span.end();
-      throw error;
-    },
-  );
+/** The CLIENT span of one call: started at its first request, ended when the call settles. */
+class CallSpan implements StoreLinkTrace {
+  #span: Span | undefined;
+  /** The client that makes the call: one that reports its requests here, if it makes any. */
+  readonly client: StoreLinkClient;
+
+  constructor(
+    private readonly telemetry: Telemetry,
+    private readonly parent: Span,
+    private readonly call: Call,
+    inner: StoreLinkClient,
+  ) {
+    if (inner.traced !== undefined) {
+      this.client = inner.traced(this);
+    } else {
+      this.onRequest();
+      this.client = inner;
+    }
+  }
+
+  onRequest(): string | undefined {
+    if (this.#span === undefined) {
+      const [method, template] = ROUTES[this.call];
+      this.#span = this.telemetry.client(this.parent, {
+        name: `${method} ${template}`,
+        system: "storelink",
+        attributes: { [ATTR.httpMethod]: method, [ATTR.urlTemplate]: template },
+      });
+    }
+    return this.#span.traceparent;
+  }
+
+  onStatus(status: number): void {
+    this.#span?.set({ [ATTR.httpStatus]: status });
+  }
+
+  /** `sent`, ending the span (if a request was sent) when it settles; a failure named by kind. */
+  settled<T>(sent: Promise<T>): Promise<T> {
+    return sent.then(
+      (value) => {
+        this.#span?.end();
+        return value;
+      },
+      (error: unknown) => {
+        this.#span?.fail(isStoreLinkError(error) ? error.kind : "internal");
+        this.#span?.end();
+        throw error;
+      },
+    );
+  }
 }

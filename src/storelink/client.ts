@@ -116,10 +116,13 @@ export interface StoreLinkClient {
   traced?(trace: StoreLinkTrace): StoreLinkClient;
 }
 
-/** A traced call's hooks into the requests it makes. */
+/**
+ * A traced call's hooks into the requests it makes. A call answered without a request (the
+ * directory from the client's cache) calls neither, so it is traced as no request at all.
+ */
 export interface StoreLinkTrace {
-  /** The W3C traceparent to send, when the call's span has one. */
-  traceparent: string | undefined;
+  /** A request is being sent: the W3C traceparent it carries, if the call's span has one. */
+  onRequest(): string | undefined;
   /** The HTTP status of each answer. */
   onStatus(status: number): void;
 }

@@ -366,12 +366,10 @@ export class HttpStoreLinkClient implements StoreLinkClient {
   /** fetch with a deadline; transport failures become `unavailable` or `outcome_unknown`. */
   async #send(url: string, init: RequestInit, mode: Mode, ids: Ids): Promise<Response> {
     const trace = this.#trace;
-    if (trace?.traceparent !== undefined) {
+    const traceparent = trace?.onRequest();
+    if (traceparent !== undefined) {
       // Optional in the contract: StoreLink's own spans join the caller's trace.
-      init.headers = {
-        ...(init.headers as Record<string, string>),
-        traceparent: trace.traceparent,
-      };
+      init.headers = { ...(init.headers as Record<string, string>), traceparent };
     }
     try {
       // A redirect is off-contract and is never followed: the key must not reach another origin.
