@@ -5,7 +5,7 @@ import {
   type StoreLinkClient,
   type StoreLinkTrace,
 } from "../storelink/client.js";
-import type { Span, Telemetry } from "../telemetry/api.js";
+import type { ClientSpanInit, Span, Telemetry } from "../telemetry/api.js";
 import { ATTR } from "../telemetry/conventions.js";
 
 /** Each call of the contract as its CLIENT span names it: method and route template. */
@@ -20,6 +20,17 @@ const ROUTES = {
   fenceOrderRequest: ["POST", "/v1/stores/{store_id}/order-requests/{idempotency_key}/fence"],
 } as const satisfies Record<Exclude<keyof StoreLinkClient, "traced">, readonly [string, string]>;
 type Call = keyof typeof ROUTES;
+
+/** Each call's CLIENT span as it starts (made once: a span never changes what it is given). */
+const SPANS = {} as Record<Call, ClientSpanInit>;
+for (const call of Object.keys(ROUTES) as Call[]) {
+  const [method, template] = ROUTES[call];
+  SPANS[call] = {
+    name: `${method} ${template}`,
+    system: "storelink",
+    attributes: Object.freeze({ [ATTR.httpMethod]: method, [ATTR.urlTemplate]: template }),
+  };
+}
 
 /**
  * StoreLink for one traced tool call: every StoreLink request is a CLIENT span under the call's
@@ -105,14 +116,7 @@ class CallSpan implements StoreLinkTrace {
   }
 
   onRequest(): string | undefined {
-    if (this.#span === undefined) {
-      const [method, template] = ROUTES[this.call];
-      this.#span = this.telemetry.client(this.parent, {
-        name: `${method} ${template}`,
-        system: "storelink",
-        attributes: { [ATTR.httpMethod]: method, [ATTR.urlTemplate]: template },
-      });
-    }
+    this.#span ??= this.telemetry.client(this.parent, SPANS[this.call]);
     return this.#span.traceparent;
   }
 
