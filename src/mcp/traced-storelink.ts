@@ -110,14 +110,18 @@ class CallSpan implements StoreLinkTrace {
     if (inner.traced !== undefined) {
       this.client = inner.traced(this);
     } else {
-      this.onRequest();
+      this.#start();
       this.client = inner;
     }
   }
 
-  onRequest(): string | undefined {
+  #start(): Span {
     this.#span ??= this.telemetry.client(this.parent, SPANS[this.call]);
-    return this.#span.traceparent;
+    return this.#span;
+  }
+
+  onRequest(): string | undefined {
+    return this.#start().traceparent;
   }
 
   onStatus(status: number): void {
