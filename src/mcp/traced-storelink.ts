@@ -57,41 +57,48 @@ class TracedStoreLink implements StoreLinkClient {
     private readonly parent: Span,
   ) {}
 
-  #call(call: Call): CallSpan {
-    return new CallSpan(this.telemetry, this.parent, call, this.inner);
+  /**
+   * `send` on the call's client, under the call's span. A client that throws instead of
+   * rejecting is answered as a rejection, so the span still ends with its error.
+   */
+  #run<T>(call: Call, send: (client: StoreLinkClient) => Promise<T>): Promise<T> {
+    const span = new CallSpan(this.telemetry, this.parent, call, this.inner);
+    let sent: Promise<T>;
+    try {
+      sent = send(span.client);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    return span.settled(sent);
   }
 
   listStores() {
-    const call = this.#call("listStores");
-    return call.settled(call.client.listStores());
+    return this.#run("listStores", (client) => client.listStores());
   }
   lookupSku(query: string) {
-    const call = this.#call("lookupSku");
-    return call.settled(call.client.lookupSku(query));
+    return this.#run("lookupSku", (client) => client.lookupSku(query));
   }
   getSku(sku: string) {
-    const call = this.#call("getSku");
-    return call.settled(call.client.getSku(sku));
+    return this.#run("getSku", (client) => client.getSku(sku));
   }
   getStock(storeId: string, sku: string, key: ApiKey) {
-    const call = this.#call("getStock");
-    return call.settled(call.client.getStock(storeId, sku, key));
+    return this.#run("getStock", (client) => client.getStock(storeId, sku, key));
   }
   createOrder(request: OrderRequest, key: ApiKey) {
-    const call = this.#call("createOrder");
-    return call.settled(call.client.createOrder(request, key));
+    return this.#run("createOrder", (client) => client.createOrder(request, key));
   }
   getOrder(storeId: string, orderId: string, key: ApiKey) {
-    const call = this.#call("getOrder");
-    return call.settled(call.client.getOrder(storeId, orderId, key));
+    return this.#run("getOrder", (client) => client.getOrder(storeId, orderId, key));
   }
   getOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
-    const call = this.#call("getOrderRequest");
-    return call.settled(call.client.getOrderRequest(storeId, idempotencyKey, key));
+    return this.#run("getOrderRequest", (client) =>
+      client.getOrderRequest(storeId, idempotencyKey, key),
+    );
   }
   fenceOrderRequest(storeId: string, idempotencyKey: string, key: ApiKey) {
-    const call = this.#call("fenceOrderRequest");
-    return call.settled(call.client.fenceOrderRequest(storeId, idempotencyKey, key));
+    return this.#run("fenceOrderRequest", (client) =>
+      client.fenceOrderRequest(storeId, idempotencyKey, key),
+    );
   }
 }
 

@@ -100,4 +100,25 @@ describe("StoreLink CLIENT spans", () => {
       ["GET /v1/skus/{sku}", "unknown_sku"],
     ]);
   });
+
+  it("a client that throws instead of rejecting: the call rejects with its error and the span still ends", async () => {
+    const { receiver, telemetry } = await telemetryOn();
+    const inner = new InMemoryStoreLink();
+    const broken = new Error("thrown synchronously");
+    // A client breaking its contract (methods return promises) at the seam the spec names.
+    inner.getSku = () => {
+      throw broken;
+    };
+    const server = telemetry.request({ method: "tools/call", target: "lookup_sku" });
+    const client = tracedStoreLink(inner, telemetry, server);
+    await expect(client.getSku("8847291")).rejects.toBe(broken);
+    server.end();
+    await telemetry.shutdown(5000);
+    const clients = receiver.spans.filter((s) => s.kind === KIND.CLIENT);
+    expect(clients.map((s) => [s.name, s.attributes[ATTR.errorType]])).toEqual([
+      ["GET /v1/skus/{sku}", "internal"],
+    ]);
+    const points = receiver.points.filter((p) => p.metric === METRICS.storelinkRequestDuration);
+    expect(points.map((p) => [p.attributes[ATTR.errorType], p.count])).toEqual([["internal", 1]]);
+  });
 });
