@@ -49,43 +49,39 @@ function scrubberOfKey(value: string): Scrubber {
  * `value` itself when it holds no copy (the usual answer): nothing is rebuilt then.
  */
 export function scrubWith<T>({ pattern, shortest }: Scrubber, value: T): T {
-  if (pattern === undefined) return value;
-  // Nothing is allocated while nothing matches: a container is rebuilt only from its first change.
-  const clean = (v: unknown, depth: number): unknown => {
-    if (typeof v === "string") {
-      // A string shorter than every form cannot hold one.
-      return v.length < shortest ? v : v.replace(pattern, "[REDACTED]");
-    }
-    if (depth > 32 || typeof v !== "object" || v === null) return v;
-    if (Array.isArray(v)) {
-      let out: unknown[] | undefined;
-      for (let i = 0; i < v.length; i++) {
-        const item = clean(v[i], depth + 1);
-        if (item !== v[i]) {
-          out ??= v.slice();
-          out[i] = item;
-        }
+  return pattern === undefined ? value : (cleaned(value, 0, pattern, shortest) as T);
+}
+
+/** scrubWith's walk: nothing is allocated while nothing matches (no closure, no key list). */
+function cleaned(v: unknown, depth: number, pattern: RegExp, shortest: number): unknown {
+  if (typeof v === "string") {
+    // A string shorter than every form cannot hold one.
+    return v.length < shortest ? v : v.replace(pattern, "[REDACTED]");
+  }
+  if (depth > 32 || typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const item = cleaned(v[i], depth + 1, pattern, shortest);
+      if (item !== v[i]) {
+        out ??= v.slice();
+        out[i] = item;
       }
-      return out ?? v;
     }
-    if (Object.getPrototypeOf(v) !== Object.prototype) return v;
-    const record = v as Record<string, unknown>;
-    const keys = Object.keys(record);
-    for (let i = 0; i < keys.length; i++) {
-      const item = record[keys[i] as string];
-      const cleaned = clean(item, depth + 1);
-      if (cleaned === item) continue;
-      // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
-      return Object.fromEntries(
-        keys.map((key, j) => [
-          key,
-          j < i ? record[key] : j === i ? cleaned : clean(record[key], depth + 1),
-        ]),
-      );
-    }
-    return v;
-  };
-  return clean(value, 0) as T;
+    return out ?? v;
+  }
+  if (Object.getPrototypeOf(v) !== Object.prototype) return v;
+  const record = v as Record<string, unknown>;
+  for (const name in record) {
+    if (!Object.hasOwn(record, name)) continue;
+    const item = record[name];
+    if (cleaned(item, depth + 1, pattern, shortest) === item) continue;
+    // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
+    return Object.fromEntries(
+      Object.keys(record).map((key) => [key, cleaned(record[key], depth + 1, pattern, shortest)]),
+    );
+  }
+  return v;
 }
 
 /**

@@ -120,4 +120,27 @@ describe("ApiKey.scrub through JSON values", () => {
     expect(Object.hasOwn(scrubbed, "__proto__")).toBe(true);
     expect(JSON.stringify(scrubbed)).toBe('{"__proto__":{"x":"[REDACTED]"},"y":["[REDACTED]"]}');
   });
+
+  it("walks own properties only: a polluted Object.prototype adds nothing to the answer", () => {
+    const v = { a: "no key here", b: [value] };
+    const clean = { a: "no key here" };
+    let scrubbed: object;
+    let cleanScrubbed: object;
+    Object.defineProperty(Object.prototype, "polluted", {
+      value: `${value} inherited`,
+      enumerable: true,
+      configurable: true,
+      writable: true,
+    });
+    try {
+      scrubbed = key.scrub(v);
+      cleanScrubbed = key.scrub(clean);
+    } finally {
+      delete (Object.prototype as Record<string, unknown>).polluted;
+    }
+    expect(Object.keys(scrubbed)).toEqual(["a", "b"]);
+    expect(JSON.stringify(scrubbed)).toBe('{"a":"no key here","b":["[REDACTED]"]}');
+    // Nothing to scrub in its own properties: the same object back, not a copy.
+    expect(cleanScrubbed).toBe(clean);
+  });
 });
