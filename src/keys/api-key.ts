@@ -75,13 +75,27 @@ function cleaned(v: unknown, depth: number, pattern: RegExp, shortest: number): 
   for (const name in record) {
     if (!Object.hasOwn(record, name)) continue;
     const item = record[name];
-    if (cleaned(item, depth + 1, pattern, shortest) === item) continue;
-    // Rebuilt by definition (fromEntries), never by assignment: an own `__proto__` stays data.
-    return Object.fromEntries(
-      Object.keys(record).map((key) => [key, cleaned(record[key], depth + 1, pattern, shortest)]),
-    );
+    if (cleaned(item, depth + 1, pattern, shortest) !== item) {
+      return rebuilt(record, depth, pattern, shortest);
+    }
   }
   return v;
+}
+
+/**
+ * `record` with each value cleaned, by definition (fromEntries), never by assignment: an own
+ * `__proto__` stays data. Apart from `cleaned` so that its closure's context is made only here:
+ * in `cleaned` it would be allocated on every call, rebuilding or not.
+ */
+function rebuilt(
+  record: Record<string, unknown>,
+  depth: number,
+  pattern: RegExp,
+  shortest: number,
+): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.keys(record).map((key) => [key, cleaned(record[key], depth + 1, pattern, shortest)]),
+  );
 }
 
 /**
