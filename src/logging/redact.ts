@@ -263,16 +263,10 @@ function walk(value: unknown, seen: WeakSet<object>, depth: number, budget?: Bud
     if (object instanceof Date) {
       return Number.isNaN(object.getTime()) ? null : object.toISOString();
     }
-    if (object instanceof Error) {
-      const text = budget ? (t: string) => cutText(t, budget) : redactText;
-      return { name: text(object.name), message: text(object.message) };
-    }
+    if (object instanceof Error) return walkError(object, budget);
     if (Array.isArray(object)) {
       if (budget) return walkCappedArray(object, seen, depth, budget);
-      return object.map((item) => {
-        const out = safeWalk(item, seen, depth + 1, undefined);
-        return out === undefined ? null : out;
-      });
+      return walkArray(object, seen, depth);
     }
     // Objects that choose their own JSON form (ApiKey prints "[api key]") keep it, redacted.
     const toJSON = (object as { toJSON?: unknown }).toJSON;
@@ -307,6 +301,21 @@ function walk(value: unknown, seen: WeakSet<object>, depth: number, budget?: Bud
     // Only ancestors count as cycles; a shared (non-cyclic) object may appear twice.
     seen.delete(object);
   }
+}
+
+// The walk's closures live in these helpers, not in walk(): a closure capturing walk's
+// parameters would make V8 allocate their context on every call of walk, for every value.
+
+function walkError(error: Error, budget: Budget | undefined): { name: string; message: string } {
+  if (budget) return { name: cutText(error.name, budget), message: cutText(error.message, budget) };
+  return { name: redactText(error.name), message: redactText(error.message) };
+}
+
+function walkArray(items: unknown[], seen: WeakSet<object>, depth: number): unknown[] {
+  return items.map((item) => {
+    const out = safeWalk(item, seen, depth + 1, undefined);
+    return out === undefined ? null : out;
+  });
 }
 
 function walkCappedArray(

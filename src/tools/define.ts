@@ -149,6 +149,19 @@ export function invalidArguments(toolName: string, detail: string): ToolError {
  * Declares a tool once: schemas, annotations, description and handler. The JSON listing is built
  * here, at module load, so nothing about a tool is rebuilt per request.
  */
+/**
+ * A refusal before the handler runs, through the tool's one hook (the write audits each). Not a
+ * closure in `call`: that would allocate its context on every call, refused or not.
+ */
+async function refused<I extends z.ZodObject, O extends z.ZodObject>(
+  spec: ToolSpec<I, O>,
+  error: ToolError,
+  ctx: ToolContext,
+): Promise<ToolError> {
+  await spec.onRefused?.(error, ctx);
+  return error;
+}
+
 export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
   spec: ToolSpec<I, O>,
 ): Tool {
@@ -168,16 +181,11 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
       return rawIdText((raw as Record<string, unknown>).store_id);
     },
     async call(raw, ctx) {
-      // Refusals before the handler runs go through one hook, so the write audits each of them.
-      const refuse = async (error: ToolError): Promise<ToolError> => {
-        await spec.onRefused?.(error, ctx);
-        return error;
-      };
       const limited = await ctx.limits("rate limit", () => ctx.limiter.take(ctx.call.caller));
-      if (limited) throw await refuse(rateLimited(limited.retryAfterSeconds));
+      if (limited) throw await refused(spec, rateLimited(limited.retryAfterSeconds), ctx);
       const parsed = spec.input.safeParse(raw ?? {});
       if (!parsed.success) {
-        throw await refuse(invalidArguments(spec.name, describeIssues(parsed.error)));
+        throw await refused(spec, invalidArguments(spec.name, describeIssues(parsed.error)), ctx);
       }
       const result = await spec.handler(parsed.data, ctx);
       // A result that breaks its own schema is a bug here, not something to hand the model.
