@@ -146,10 +146,6 @@ export function invalidArguments(toolName: string, detail: string): ToolError {
 }
 
 /**
- * Declares a tool once: schemas, annotations, description and handler. The JSON listing is built
- * here, at module load, so nothing about a tool is rebuilt per request.
- */
-/**
  * A refusal before the handler runs, through the tool's one hook (the write audits each). Not a
  * closure in `call`: that would allocate its context on every call, refused or not.
  */
@@ -162,6 +158,10 @@ async function refused<I extends z.ZodObject, O extends z.ZodObject>(
   return error;
 }
 
+/**
+ * Declares a tool once: schemas, annotations, description and handler. The JSON listing is built
+ * here, at module load, so nothing about a tool is rebuilt per request.
+ */
 export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
   spec: ToolSpec<I, O>,
 ): Tool {
