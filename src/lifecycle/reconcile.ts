@@ -25,6 +25,9 @@ import type { KeptAttempt, OrderCap } from "../policy/order-cap.js";
  *   a killed one recovered from its journal).
  * - Each attempt is claimed for a lease before it is resolved, so two reconcilers never resolve
  *   one; a line is written once per process even when the book cannot be settled afterwards.
+ * - A process with log files reads audit.log's RESOLVED lines too, again once it holds the claim:
+ *   an attempt whose line is there already (its resolver died before settling the book, or lost
+ *   its claim with the limits store) is settled without a second line.
  */
 
 export interface ReconcilerOptions {
@@ -34,6 +37,8 @@ export interface ReconcilerOptions {
   logDir?: string | undefined;
   /** How long an attempt still being sent is its writer's (default SENDING_MS; tests). */
   sendingMs?: number;
+  /** How long a claim holds an attempt (default LEASE_MS; tests). */
+  leaseMs?: number;
 }
 
 /** What one pass did. */
@@ -62,6 +67,8 @@ const DETAIL: Record<Resolution, string> = {
 
 export class Reconciler {
   readonly #tail: AuditTail | undefined;
+  /** Whether audit.log's unresolved UNCERTAIN lines are adopted (a process without a shared book). */
+  readonly #adopts: boolean;
   /**
    * Attempts with a RESOLVED line whose book may not have been settled yet: written by this
    * process, or read in audit.log.
@@ -78,9 +85,8 @@ export class Reconciler {
     private readonly options: ReconcilerOptions,
   ) {
     this.#tail =
-      options.logDir !== undefined && !deps.orderCap.shared
-        ? new AuditTail(join(options.logDir, AUDIT_FILE))
-        : undefined;
+      options.logDir === undefined ? undefined : new AuditTail(join(options.logDir, AUDIT_FILE));
+    this.#adopts = !deps.orderCap.shared;
   }
 
   /** Runs a pass now, and every `intervalMs` (never holding the process open). */
@@ -175,11 +181,15 @@ export class Reconciler {
     return report;
   }
 
-  /** Adopts the UNCERTAIN lines audit.log has that no RESOLVED line settles (local book only). */
+  /**
+   * Notes the RESOLVED lines audit.log has gained, and adopts the UNCERTAIN lines no RESOLVED line
+   * settles (local book only).
+   */
   async #readAuditLog(): Promise<void> {
     if (this.#tail === undefined) return;
     const { uncertain, resolved } = await this.#tail.next();
     for (const { request_id, resolution } of resolved) this.#resolved.set(request_id, resolution);
+    if (!this.#adopts) return;
     const now = Date.now();
     for (const line of uncertain) {
       if (this.#resolved.has(line.request_id)) continue;
@@ -205,11 +215,15 @@ export class Reconciler {
     if (known.state === "created" || known.state === "fenced" || fence) {
       let claimed: boolean;
       try {
-        claimed = await this.deps.orderCap.claim(kept, LEASE_MS);
+        claimed = await this.deps.orderCap.claim(kept, this.options.leaseMs ?? LEASE_MS);
       } catch {
         return "error";
       }
       if (!claimed) return "skipped";
+      // Read since the pass began: a line the last holder of the claim wrote before it died.
+      await this.#readAuditLog();
+      const written = this.#resolved.get(attempt.request_id);
+      if (written !== undefined) return this.#settle(kept, written);
       if (fence) known = await fenceKey(this.deps, attempt);
     }
     if (known.state === "unsupported") this.#sayUnsupported();

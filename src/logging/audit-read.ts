@@ -2,8 +2,8 @@ import { constants } from "node:fs";
 import { type FileHandle, lstat, open } from "node:fs/promises";
 
 /**
- * audit.log read back, for the reconciler of a server without a limits store: the UNCERTAIN
- * lines (with the key and order they name) and the request ids that have a RESOLVED line. Read
+ * audit.log read back, for the reconciler: the UNCERTAIN lines (with the key and order they name)
+ * and the request ids that have a RESOLVED line. Read
  * from where the last read stopped, whole lines only, so each line is seen once and a torn last
  * line is read when it is whole; a file that shrank (rotated, truncated) is read again from 0.
  */
@@ -98,6 +98,7 @@ export class AuditTail {
       const { size } = await handle.stat();
       if (size < this.#size) this.#offset = 0;
       this.#size = size;
+      if (this.#offset >= size) return reading;
       const chunk = Buffer.alloc(1024 * 1024);
       while (this.#offset < size) {
         const { bytesRead } = await handle.read(chunk, 0, chunk.length, this.#offset);

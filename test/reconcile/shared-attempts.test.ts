@@ -1,6 +1,10 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Reconciler } from "../../src/lifecycle/reconcile.js";
 import type { RedisLimits } from "../../src/limits/redis.js";
+import { createRecorder } from "../../src/logging/recorder.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import {
@@ -93,6 +97,68 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     });
     // Gone from the store: nobody resolves it again.
     expect(await others[0]?.orderCap.attempts()).toEqual([]);
+  });
+
+  it("a resolver killed between its RESOLVED line and settling the book: the next, after the lease, settles it without a second line", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "korral-resolver-killed-"));
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+    const writer = await replica(storelink);
+    const attempt = {
+      ts: new Date().toISOString(),
+      request_id: `req_${"b".repeat(32)}`,
+      by: "user:alice@korral.example",
+      ...ORDER,
+      idempotency_key: "killed-resolver-order-0001",
+    };
+    await writer.orderCap.hold(
+      { store_id: "47", name: "Brno" },
+      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
+      attempt,
+    );
+    const key = await writer.keys.getKey("47");
+    if (!key) throw new Error("no key for store 47");
+    await storelink.inner.createOrder({ ...ORDER, idempotency_key: attempt.idempotency_key }, key);
+
+    // Resolver A's line is durable, and then A is gone: its connection to the book with it.
+    const leaseMs = 300;
+    const resolverOn = async (onLine?: () => Promise<void>) => {
+      const r = await replica(storelink);
+      const recorder = createRecorder({ dir, warn: () => {} });
+      const audit = recorder.audit.bind(recorder);
+      recorder.audit = async (record, context) => {
+        const whole = await audit(record, context);
+        await onLine?.();
+        return whole;
+      };
+      const reconciler = new Reconciler(
+        { storelink, keys: r.keys, orderCap: r.orderCap, recorder },
+        { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, leaseMs, logDir: dir },
+      );
+      return { ...r, recorder, reconciler };
+    };
+    const resolvedLines = () =>
+      readFileSync(join(dir, "audit.log"), "utf8")
+        .split("\n")
+        .filter((line) => / RESOLVED .* req=req_b{32} /.test(line));
+    try {
+      const a = await resolverOn(async () => {
+        await a.shared.close();
+      });
+      expect(await a.reconciler.run()).toMatchObject({ created: 0, errors: 1 });
+      expect(resolvedLines()).toHaveLength(1);
+      await a.recorder.close();
+
+      // B finds the attempt still in the book, claimed; after the lease it is B's.
+      const b = await resolverOn();
+      await new Promise((resolve) => setTimeout(resolve, leaseMs + 100));
+      expect(await b.reconciler.run()).toMatchObject({ created: 1, errors: 0 });
+      await b.recorder.close();
+      expect(resolvedLines()).toHaveLength(1);
+      expect(resolvedLines()[0]).toContain("RPL-47-001");
+      expect(await b.orderCap.attempts()).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("an order lost before StoreLink: NOT_CREATED after the grace, fenced, and its slot given back on the store", async () => {
