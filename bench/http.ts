@@ -34,6 +34,13 @@ const withTelemetry = process.argv.includes("--telemetry");
 // The node binary both servers run on: this one, or BENCH_NODE (e.g. a Node 22 binary, which is
 // what the container runs, when the machine's own node is older).
 const NODE = process.env.BENCH_NODE || process.execPath;
+/**
+ * Every server's heap as a Cloud Run instance of this service sizes it (DEPLOYMENT.md:
+ * `--memory=512Mi`): node sizes V8's heap from the container's memory limit, a 259 MB heap limit
+ * under a 512 MiB cgroup (measured, Node 20), where this machine's own memory gives 4 GB and a
+ * heap policy no instance has. Given to every server alike, bare Express and raw node:http too.
+ */
+const INSTANCE_HEAP = "--max-old-space-size=256";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
 const PROFILE_DIR = process.env.BENCH_CPU_PROF || undefined;
@@ -267,7 +274,7 @@ interface Running {
 
 /** Spawns a server and resolves once it logs the port it listens on. */
 function start(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<Running> {
-  const child = spawn(NODE, args, {
+  const child = spawn(NODE, [INSTANCE_HEAP, ...args], {
     cwd,
     env: { ...SERVER_ENV, ...env },
     stdio: ["ignore", "ignore", "pipe"],
@@ -424,7 +431,7 @@ async function coldStart(
   env: Record<string, string> = {},
 ): Promise<number> {
   const began = performance.now();
-  const child = spawn(NODE, args, {
+  const child = spawn(NODE, [INSTANCE_HEAP, ...args], {
     cwd,
     env: { ...SERVER_ENV, BENCH_BODY_FILE: join(tmp, "body-legacy.json"), ...env },
     stdio: ["ignore", "ignore", "pipe"],
@@ -634,7 +641,9 @@ async function main(): Promise<void> {
   );
   const version = execFileSync(NODE, ["--version"], { encoding: "utf8" }).trim();
   lines.push(`node ${version}, ${(await import("node:os")).cpus().length} cpus`);
-  lines.push(`service started as the image starts it: ${START_HTTP}`);
+  lines.push(
+    `service started as the image starts it: ${START_HTTP}; every server with ${INSTANCE_HEAP} (the heap a 512 MiB instance gives)`,
+  );
   lines.push(
     "CPU per request: the server process's user + system time over a run (all threads) / answers\n",
   );
