@@ -28,6 +28,9 @@ import type { KeptAttempt, OrderCap } from "../policy/order-cap.js";
  * - A process with log files reads audit.log's RESOLVED lines too, again once it holds the claim:
  *   an attempt whose line is there already (its resolver died before settling the book, or lost
  *   its claim with the limits store) is settled without a second line.
+ * - The book is settled only once the RESOLVED line is on disk: a line a full disk refused waits in
+ *   memory (logging/line-file.ts), and is settled when audit.log shows it; a process killed
+ *   meanwhile leaves the attempt in the book for the next resolver.
  */
 
 export interface ReconcilerOptions {
@@ -74,6 +77,8 @@ export class Reconciler {
    * process, or read in audit.log.
    */
   readonly #resolved = new Map<string, Resolution>();
+  /** Attempts whose RESOLVED line this process wrote and the disk has not taken yet. */
+  readonly #unwritten = new Set<string>();
   #running: Promise<ReconcileReport> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #saidUnsupported = false;
@@ -188,7 +193,10 @@ export class Reconciler {
   async #readAuditLog(): Promise<void> {
     if (this.#tail === undefined) return;
     const { uncertain, resolved } = await this.#tail.next();
-    for (const { request_id, resolution } of resolved) this.#resolved.set(request_id, resolution);
+    for (const { request_id, resolution } of resolved) {
+      this.#resolved.set(request_id, resolution);
+      this.#unwritten.delete(request_id);
+    }
     if (!this.#adopts) return;
     const now = Date.now();
     for (const line of uncertain) {
@@ -205,7 +213,9 @@ export class Reconciler {
       return "skipped";
     }
     const earlier = this.#resolved.get(attempt.request_id);
-    if (earlier !== undefined) return this.#settle(kept, earlier);
+    if (earlier !== undefined) {
+      return this.#unwritten.has(attempt.request_id) ? "waiting" : this.#settle(kept, earlier);
+    }
     // Reads are harmless; the attempt is claimed only before a fence or a line.
     let known: KeyState = await readKey(this.deps, attempt);
     const fence =
@@ -244,8 +254,14 @@ export class Reconciler {
       known.state === "created" ? "CREATED" : known.state === "fenced" ? "NOT_CREATED" : undefined;
     if (resolution === undefined) return known.state === "unreachable" ? "error" : "waiting";
     const orderId = known.state === "created" ? known.order.order_id : null;
-    await this.deps.recorder.audit(resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]));
+    const onDisk = await this.deps.recorder.audit(
+      resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]),
+    );
     this.#resolved.set(attempt.request_id, resolution);
+    if (onDisk === false) {
+      this.#unwritten.add(attempt.request_id);
+      return "waiting";
+    }
     return this.#settle(kept, resolution);
   }
 

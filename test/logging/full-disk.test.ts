@@ -1,63 +1,17 @@
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LineFile } from "../../src/logging/line-file.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import type { AuditRecord } from "../../src/logging/records.js";
 import { callFields } from "../helpers/records.js";
-import { runSyncOk } from "../helpers/spawn.js";
+import { canMount, smallDisk } from "../helpers/small-disk.js";
 
 /**
- * A full disk, for real: a small tmpfs mounted for the test and filled up. A line is on disk whole
- * or not at all (never cut after the bytes that fit, never joined to the next line), an intent is
- * ended only once its audit line is whole, and when space returns every attempt has exactly one
- * whole line.
+ * A full disk, for real (helpers/small-disk.ts). A line is on disk whole or not at all (never cut
+ * after the bytes that fit, never joined to the next line), an intent is ended only once its audit
+ * line is whole, and when space returns every attempt has exactly one whole line.
  */
-
-function canMount(): boolean {
-  if (process.getuid?.() !== 0) return false;
-  const probe = mkdtempSync(join(tmpdir(), "korral-mount-probe-"));
-  try {
-    runSyncOk("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], { stdio: "ignore" });
-    runSyncOk("umount", [probe], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  } finally {
-    rmSync(probe, { recursive: true, force: true });
-  }
-}
-
-const mounts: string[] = [];
-afterEach(() => {
-  for (const dir of mounts.splice(0)) {
-    try {
-      runSyncOk("umount", ["-l", dir], { stdio: "ignore" });
-    } catch {}
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
-
-/** A 256 kB file system of its own, and a way to fill it to the last byte and empty it again. */
-function smallDisk() {
-  const dir = mkdtempSync(join(tmpdir(), "korral-full-disk-"));
-  runSyncOk("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", dir]);
-  mounts.push(dir);
-  const filler = join(dir, "filler");
-  return {
-    dir,
-    fill() {
-      const page = Buffer.alloc(4096, 0x2e);
-      try {
-        for (;;) appendFileSync(filler, page);
-      } catch (error) {
-        expect((error as NodeJS.ErrnoException).code).toBe("ENOSPC");
-      }
-    },
-    free: () => unlinkSync(filler),
-  };
-}
 
 const lines = (path: string) => readFileSync(path, "utf8");
 /** Longer than what is left of the file's last page: a write of it is cut short on a full disk. */
