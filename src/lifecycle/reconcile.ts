@@ -24,7 +24,8 @@ import type { KeptAttempt, OrderCap } from "../policy/order-cap.js";
  *   limits store also reads audit.log for UNCERTAIN lines without a RESOLVED line (an earlier run,
  *   a killed one recovered from its journal).
  * - Each attempt is claimed for a lease before it is resolved, so two reconcilers never resolve
- *   one; a line is written once per process even when the book cannot be settled afterwards.
+ *   one, and no line is written once the lease is over (a slow fence, a paused process); a line is
+ *   written once per process even when the book cannot be settled afterwards.
  * - A process with log files reads audit.log's RESOLVED lines too, again once it holds the claim:
  *   an attempt whose line is there already (its resolver died before settling the book, or lost
  *   its claim with the limits store) is settled without a second line.
@@ -223,9 +224,12 @@ export class Reconciler {
       kept.age >= this.options.graceMs &&
       kept.age < FENCE_HORIZON_MS;
     if (known.state === "created" || known.state === "fenced" || fence) {
+      const leaseMs = this.options.leaseMs ?? LEASE_MS;
+      // Before asking, so the time held is never undercounted (a monotonic clock: a pause counts).
+      const asked = performance.now();
       let claimed: boolean;
       try {
-        claimed = await this.deps.orderCap.claim(kept, this.options.leaseMs ?? LEASE_MS);
+        claimed = await this.deps.orderCap.claim(kept, leaseMs);
       } catch {
         return "error";
       }
@@ -235,6 +239,9 @@ export class Reconciler {
       const written = this.#resolved.get(attempt.request_id);
       if (written !== undefined) return this.#settle(kept, written);
       if (fence) known = await fenceKey(this.deps, attempt);
+      // A claim held past its lease (a slow fence, a paused process) may be another resolver's
+      // by now: the line is left to whoever holds the attempt next.
+      if (performance.now() - asked >= leaseMs) return "waiting";
     }
     if (known.state === "unsupported") this.#sayUnsupported();
     if (known.state === "mismatch") {

@@ -7,6 +7,7 @@ import type { RedisLimits } from "../../src/limits/redis.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { until } from "../helpers/delayed-emulator.js";
 import {
   connect,
   errorOf,
@@ -21,7 +22,7 @@ import {
   type RunningRedis,
   startRedis,
 } from "../helpers/redis.js";
-import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
+import { Gate, ScriptedStoreLink } from "../helpers/scripted-storelink.js";
 
 /**
  * Attempts on the fleet's limits store (a real Redis): recorded with the slot, so a replica that
@@ -159,6 +160,54 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("a resolver whose fence outlasts its lease writes no line: the resolver that took the attempt over writes the one", async () => {
+    const inner = new InMemoryStoreLink();
+    const gate = new Gate();
+    const slow = new ScriptedStoreLink(inner).fail("fenceOrderRequest", { hang: gate });
+    const a = await replica(slow);
+    // An order lost before StoreLink: its attempt in the book, no record at StoreLink.
+    const attempt = {
+      ts: new Date().toISOString(),
+      request_id: `req_${"c".repeat(32)}`,
+      by: "user:alice@korral.example",
+      ...ORDER,
+      idempotency_key: "slow-fence-order-0001",
+    };
+    await a.orderCap.hold(
+      { store_id: "47", name: "Brno" },
+      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
+      attempt,
+    );
+    const leaseMs = 300;
+    const resolverOf = (r: Awaited<ReturnType<typeof replica>>, storelink: ScriptedStoreLink) =>
+      new Reconciler(
+        { storelink, keys: r.keys, orderCap: r.orderCap, recorder: r.recorder },
+        { graceMs: 0, intervalMs: 60_000, sendingMs: 0, leaseMs },
+      );
+    // A claims the attempt and sends the fence, whose answer does not come (a paused process
+    // would look the same).
+    const aPass = resolverOf(a, slow).run();
+    await until(() => slow.attemptsOf("fenceOrderRequest") === 1, "A's fence");
+    await new Promise((resolve) => setTimeout(resolve, leaseMs + 100));
+    // B takes the attempt over after the lease: fences the key, writes the line, settles.
+    const b = await replica(new ScriptedStoreLink(inner));
+    expect(await resolverOf(b, new ScriptedStoreLink(inner)).run()).toMatchObject({
+      notCreated: 1,
+    });
+    // A's fence answers at last (the key is fenced): past its lease, A writes nothing.
+    gate.release();
+    expect(await aPass).toMatchObject({ notCreated: 0, waiting: 1 });
+    const resolved = [...a.recorder.audits, ...b.recorder.audits].filter(
+      (line) => line.outcome === "RESOLVED",
+    );
+    expect(resolved).toHaveLength(1);
+    expect(resolved[0]).toMatchObject({
+      request_id: attempt.request_id,
+      resolution: "NOT_CREATED",
+    });
+    expect(await b.orderCap.attempts()).toEqual([]);
   });
 
   it("an order lost before StoreLink: NOT_CREATED after the grace, fenced, and its slot given back on the store", async () => {
