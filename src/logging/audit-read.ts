@@ -3,9 +3,9 @@ import { type FileHandle, lstat, open } from "node:fs/promises";
 
 /**
  * audit.log read back, for the reconciler: the UNCERTAIN lines (with the key and order they name)
- * and the request ids that have a RESOLVED line. Read
- * from where the last read stopped, whole lines only, so each line is seen once and a torn last
- * line is read when it is whole; a file that shrank (rotated, truncated) is read again from 0.
+ * and the request ids that have a RESOLVED line. Read from where the last read stopped, whole
+ * lines only, so each line is seen once and a torn last line is read when it is whole; a file that
+ * shrank (rotated, truncated) is read again from 0.
  */
 
 /** An UNCERTAIN line's fields, as the line says them (`-` reads as absent). */
