@@ -7,7 +7,7 @@ import { AUDIT_FILE } from "../logging/recorder.js";
 import type { CallRecorder, Resolution } from "../logging/records.js";
 import { resolvedWrite } from "../policy/audit.js";
 import { fenceKey, type KeyAsker, type KeyState, readKey } from "../policy/order-by-key.js";
-import type { KeptAttempt, OrderCap } from "../policy/order-cap.js";
+import { type KeptAttempt, type OrderCap, RETRY_MAX_MS } from "../policy/order-cap.js";
 
 /**
  * The reconciler: every write whose outcome is unknown is resolved to StoreLink's truth, by the
@@ -43,6 +43,11 @@ export interface ReconcilerOptions {
   sendingMs?: number;
   /** How long a claim holds an attempt (default LEASE_MS; tests). */
   leaseMs?: number;
+  /**
+   * How long the limits store must have answered without a failure before an attempt still
+   * marked as being sent is taken for a dead writer's (default WRITER_CATCH_UP_MS; tests).
+   */
+  catchUpMs?: number;
 }
 
 /** What one pass did. */
@@ -62,6 +67,13 @@ export const FENCE_HORIZON_MS = 6 * 24 * 60 * 60_000;
 
 /** How long a claim holds an attempt: longer than a read, a fence and a line take. */
 const LEASE_MS = 2 * 60_000;
+
+/**
+ * A live writer's settle the limits store refused (an outage) lands within RETRY_MAX_MS of the
+ * store answering again: until then, its attempt still marked as being sent may be one it
+ * refused unsent, or answered, whatever its age.
+ */
+const WRITER_CATCH_UP_MS = RETRY_MAX_MS + 5_000;
 
 const DETAIL: Record<Resolution, string> = {
   CREATED: "StoreLink holds an order for this attempt's idempotency key",
@@ -209,8 +221,13 @@ export class Reconciler {
 
   async #resolve(kept: KeptAttempt): Promise<Resolution | "waiting" | "skipped" | "error"> {
     const { attempt } = kept;
-    // A write still being sent is its writer's until it must be over (or its writer is dead).
-    if (kept.state === "sending" && kept.age < (this.options.sendingMs ?? SENDING_MS)) {
+    // A write still being sent is its writer's until it must be over (or its writer is dead),
+    // and while its writer may still be retrying a settle the limits store refused.
+    if (
+      kept.state === "sending" &&
+      (kept.age < (this.options.sendingMs ?? SENDING_MS) ||
+        this.deps.orderCap.quietForMs < (this.options.catchUpMs ?? WRITER_CATCH_UP_MS))
+    ) {
       return "skipped";
     }
     const earlier = this.#resolved.get(attempt.request_id);

@@ -38,6 +38,8 @@ export class LimitsHealth {
   #said = new Set<string>();
   #lastCause: string | undefined;
   #warmup: NodeJS.Timeout | undefined;
+  /** When a command or the connection last failed (performance.now()); never: -Infinity. */
+  #troubleAt = Number.NEGATIVE_INFINITY;
 
   constructor(warmupMs = 120_000) {
     this.#warmup = setTimeout(() => {
@@ -57,6 +59,7 @@ export class LimitsHealth {
    * `describe`): never the URL, the password or a server's text.
    */
   failed(cause: string): void {
+    this.#troubleAt = performance.now();
     const kind = cause.split(":", 1)[0] ?? "other";
     this.#lastCause = cause;
     // "unconnected" (a call while the connection is down) is no cause: the connection's is said.
@@ -102,6 +105,11 @@ export class LimitsHealth {
 
   get down(): boolean {
     return this.#down;
+  }
+
+  /** How long the store has answered without a failure (Infinity: it never failed). */
+  get quietForMs(): number {
+    return performance.now() - this.#troubleAt;
   }
 
   /** Whether writes can be checked now (what /healthz says). */

@@ -209,6 +209,14 @@ export class OrderCap {
     return this.#health !== undefined;
   }
 
+  /**
+   * How long the book has answered this process without a failure (Infinity for the process's
+   * own book): a writer whose settle the book refused retries it at least every RETRY_MAX_MS.
+   */
+  get quietForMs(): number {
+    return this.#health?.quietForMs ?? Number.POSITIVE_INFINITY;
+  }
+
   async #settle(
     bucket: string,
     name: string,
@@ -264,7 +272,8 @@ export class OrderCap {
 }
 
 const RETRY_FIRST_MS = 250;
-const RETRY_MAX_MS = 15_000;
+/** The longest a writer waits between two tries of a settle the book refused. */
+export const RETRY_MAX_MS = 15_000;
 const MAX_RETRIES = 10_000;
 
 const bucketOf = (store: Store, item: Sku): string => `${store.store_id}:${item.sku}`;
