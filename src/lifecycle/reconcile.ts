@@ -221,15 +221,7 @@ export class Reconciler {
 
   async #resolve(kept: KeptAttempt): Promise<Resolution | "waiting" | "skipped" | "error"> {
     const { attempt } = kept;
-    // A write still being sent is its writer's until it must be over (or its writer is dead),
-    // and while its writer may still be retrying a settle the limits store refused.
-    if (
-      kept.state === "sending" &&
-      (kept.age < (this.options.sendingMs ?? SENDING_MS) ||
-        this.deps.orderCap.quietForMs < (this.options.catchUpMs ?? WRITER_CATCH_UP_MS))
-    ) {
-      return "skipped";
-    }
+    if (this.#writersStill(kept)) return "skipped";
     const earlier = this.#resolved.get(attempt.request_id);
     if (earlier !== undefined) {
       return this.#unwritten.has(attempt.request_id) ? "waiting" : this.#settle(kept, earlier);
@@ -287,6 +279,18 @@ export class Reconciler {
       return "waiting";
     }
     return this.#settle(kept, resolution);
+  }
+
+  /**
+   * A write still being sent is its writer's until it must be over (or its writer is dead), and
+   * while its writer may still be retrying a settle the limits store refused.
+   */
+  #writersStill(kept: KeptAttempt): boolean {
+    if (kept.state !== "sending") return false;
+    return (
+      kept.age < (this.options.sendingMs ?? SENDING_MS) ||
+      this.deps.orderCap.quietForMs < (this.options.catchUpMs ?? WRITER_CATCH_UP_MS)
+    );
   }
 
   /**
