@@ -38,8 +38,11 @@ export class LimitsHealth {
   #said = new Set<string>();
   #lastCause: string | undefined;
   #warmup: NodeJS.Timeout | undefined;
-  /** When a command or the connection last failed (performance.now()); never: -Infinity. */
-  #troubleAt = Number.NEGATIVE_INFINITY;
+  /**
+   * When a command or the connection last failed (performance.now()). It starts at the start:
+   * a process just started cannot know of an outage before it (a replica restarted after one).
+   */
+  #troubleAt = performance.now();
 
   constructor(warmupMs = 120_000) {
     this.#warmup = setTimeout(() => {
@@ -107,7 +110,7 @@ export class LimitsHealth {
     return this.#down;
   }
 
-  /** How long the store has answered without a failure (Infinity: it never failed). */
+  /** How long the store has answered without a failure, or since this started. */
   get quietForMs(): number {
     return performance.now() - this.#troubleAt;
   }

@@ -59,7 +59,14 @@ describe.runIf(REDIS_AVAILABLE && canMount())("a RESOLVED line on a full disk", 
     const keys = new MapKeyProvider();
     const reconciler = new Reconciler(
       { storelink, keys, orderCap, recorder },
-      { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, leaseMs: LEASE_MS, logDir: dir },
+      {
+        graceMs: 60_000,
+        intervalMs: 60_000,
+        sendingMs: 0,
+        catchUpMs: 0,
+        leaseMs: LEASE_MS,
+        logDir: dir,
+      },
     );
     return { orderCap, recorder, keys, reconciler };
   }

@@ -20,7 +20,8 @@ import { ScriptedStoreLink } from "../helpers/scripted-storelink.js";
  * A limits store outage (a real Redis, killed and started again on its data) and the attempts
  * still marked as being sent: a live writer whose release the store refused retries it once the
  * store answers, so until the store has answered without a failure for longer than a writer's
- * longest pause between tries, such an attempt is not taken for a dead writer's. Before, an
+ * longest pause between tries (or, in a process started since, for as long after its start),
+ * such an attempt is not taken for a dead writer's. Before, an
  * attempt refused unsent during the outage ("nothing was submitted") could have its key fenced,
  * and the agent's same-key retry of the order the buyer approved was refused `not_created`.
  */
@@ -75,8 +76,21 @@ describe.runIf(REDIS_AVAILABLE)("attempts still being sent, after a limits store
     redis = await startRedis({ port, persistIn: dir });
     await until(() => resolverLimits.health.state === "ok", "the resolver's connection back");
 
-    // At once: both attempts are still the writers' (no fence, no line).
+    // At once: both attempts are still the writers' (no fence, no line), also for a replica
+    // started after the outage, which saw no failure of the store.
     expect(await resolver(60_000).run()).toMatchObject({ created: 0, notCreated: 0, errors: 0 });
+    const restarted = await connectedLimits(redis.url);
+    connections.push(restarted);
+    const itsResolver = new Reconciler(
+      {
+        storelink,
+        keys: new MapKeyProvider(),
+        orderCap: new OrderCap({ perHour: 3, shared: restarted }),
+        recorder,
+      },
+      { graceMs: 0, intervalMs: 60_000, sendingMs: 0, catchUpMs: 60_000 },
+    );
+    expect(await itsResolver.run()).toMatchObject({ created: 0, notCreated: 0, errors: 0 });
     expect(storelink.attemptsOf("fenceOrderRequest")).toBe(0);
     expect(recorder.audits).toEqual([]);
 

@@ -57,7 +57,7 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     const reconciler = (graceMs = 60_000) =>
       new Reconciler(
         { storelink, keys, orderCap, recorder },
-        { graceMs, intervalMs: 60_000, sendingMs: 0 },
+        { graceMs, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0 },
       );
     return { orderCap, recorder, keys, reconciler, shared };
   }
@@ -133,7 +133,7 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
       };
       const reconciler = new Reconciler(
         { storelink, keys: r.keys, orderCap: r.orderCap, recorder },
-        { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, leaseMs, logDir: dir },
+        { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, leaseMs, logDir: dir },
       );
       return { ...r, recorder, reconciler };
     };
@@ -184,7 +184,7 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     const resolverOf = (r: Awaited<ReturnType<typeof replica>>, storelink: ScriptedStoreLink) =>
       new Reconciler(
         { storelink, keys: r.keys, orderCap: r.orderCap, recorder: r.recorder },
-        { graceMs: 0, intervalMs: 60_000, sendingMs: 0, leaseMs },
+        { graceMs: 0, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, leaseMs },
       );
     // A claims the attempt and sends the fence, whose answer does not come (a paused process
     // would look the same).
