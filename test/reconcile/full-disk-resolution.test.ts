@@ -7,7 +7,8 @@ import type { RedisLimits } from "../../src/limits/redis.js";
 import { createRecorder, type Recorder } from "../../src/logging/recorder.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import { HERO_REASON, MapKeyProvider } from "../helpers/harness.js";
+import { landedAttempt, ORDER } from "../helpers/attempts.js";
+import { MapKeyProvider } from "../helpers/harness.js";
 import { callFields } from "../helpers/records.js";
 import {
   connectedLimits,
@@ -25,7 +26,6 @@ import { canMount, smallDisk } from "../helpers/small-disk.js";
  * still gets its one RESOLVED line.
  */
 
-const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 const LEASE_MS = 300;
 
 describe.runIf(REDIS_AVAILABLE && canMount())("a RESOLVED line on a full disk", () => {
@@ -72,25 +72,16 @@ describe.runIf(REDIS_AVAILABLE && canMount())("a RESOLVED line on a full disk", 
   }
 
   /** A write whose replica died after StoreLink created its order: its attempt is in the book. */
-  async function landedAttempt(storelink: ScriptedStoreLink, n: number) {
-    const writer = await resolver(storelink, mkdtempSync(join(tmpdir(), "korral-writer-")));
-    const attempt = {
-      ts: new Date().toISOString(),
-      request_id: `req_${String(n).repeat(32)}`,
-      by: "user:alice@korral.example",
-      ...ORDER,
-      idempotency_key: `full-disk-order-000${n}`,
-    };
-    await writer.orderCap.hold(
-      { store_id: "47", name: "Brno" },
-      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
-      attempt,
-    );
-    const key = await writer.keys.getKey("47");
-    if (!key) throw new Error("no key for store 47");
-    const { order } = await storelink.inner.createOrder(
-      { ...ORDER, idempotency_key: attempt.idempotency_key },
-      key,
+  async function landed(storelink: ScriptedStoreLink, n: number) {
+    const dir = mkdtempSync(join(tmpdir(), "korral-writer-"));
+    open.dirs.push(dir);
+    const writer = await resolver(storelink, dir);
+    const { attempt, order } = await landedAttempt(
+      writer.orderCap,
+      writer.keys,
+      storelink.inner,
+      `req_${String(n).repeat(32)}`,
+      `full-disk-order-000${n}`,
     );
     return { attempt, order, book: writer.orderCap };
   }
@@ -107,7 +98,7 @@ describe.runIf(REDIS_AVAILABLE && canMount())("a RESOLVED line on a full disk", 
 
   it("waits in the book while its line waits for the disk; settled once the line is there, with one line", async () => {
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
-    const { attempt, order, book } = await landedAttempt(storelink, 1);
+    const { attempt, order, book } = await landed(storelink, 1);
     const disk = smallDisk();
     const a = await resolver(storelink, disk.dir);
     disk.fill();
@@ -133,7 +124,7 @@ describe.runIf(REDIS_AVAILABLE && canMount())("a RESOLVED line on a full disk", 
 
   it("a resolver killed while its line waits for the disk: the next resolver writes the one line and settles the book", async () => {
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
-    const { attempt, order, book } = await landedAttempt(storelink, 2);
+    const { attempt, order, book } = await landed(storelink, 2);
     // A on its own full disk, killed with its line in memory (an instance of its own, say).
     const disk = smallDisk();
     const a = await resolver(storelink, disk.dir, false);

@@ -7,12 +7,12 @@ import type { RedisLimits } from "../../src/limits/redis.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
+import { heldAttempt, landedAttempt, ORDER } from "../helpers/attempts.js";
 import { until } from "../helpers/delayed-emulator.js";
 import {
   connect,
   errorOf,
   type Harness,
-  HERO_REASON,
   MapKeyProvider,
   MemoryRecorder,
 } from "../helpers/harness.js";
@@ -29,8 +29,6 @@ import { Gate, ScriptedStoreLink } from "../helpers/scripted-storelink.js";
  * never answers (killed) leaves its attempt for any other replica's reconciler, which resolves it
  * once fleet-wide; and a same-key retry learns the truth from StoreLink when the store is down.
  */
-
-const ORDER = { store_id: "47", sku: "8847291", quantity: 24, reason: HERO_REASON };
 
 describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
   let redis: RunningRedis;
@@ -66,21 +64,13 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
     const a = await replica(storelink);
     // Replica A takes the slot and records the attempt, sends, and dies before any answer.
-    const attempt = {
-      ts: new Date().toISOString(),
-      request_id: `req_${"a".repeat(32)}`,
-      by: "user:alice@korral.example",
-      ...ORDER,
-      idempotency_key: "killed-replica-order-0001",
-    };
-    await a.orderCap.hold(
-      { store_id: "47", name: "Brno" },
-      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
-      attempt,
+    const { attempt } = await landedAttempt(
+      a.orderCap,
+      a.keys,
+      storelink.inner,
+      `req_${"a".repeat(32)}`,
+      "killed-replica-order-0001",
     );
-    const key = await a.keys.getKey("47");
-    if (!key) throw new Error("no key for store 47");
-    await storelink.inner.createOrder({ ...ORDER, idempotency_key: attempt.idempotency_key }, key);
 
     // Three other replicas reconcile at once.
     const others = await Promise.all([replica(storelink), replica(storelink), replica(storelink)]);
@@ -104,21 +94,13 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     const dir = mkdtempSync(join(tmpdir(), "korral-resolver-killed-"));
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
     const writer = await replica(storelink);
-    const attempt = {
-      ts: new Date().toISOString(),
-      request_id: `req_${"b".repeat(32)}`,
-      by: "user:alice@korral.example",
-      ...ORDER,
-      idempotency_key: "killed-resolver-order-0001",
-    };
-    await writer.orderCap.hold(
-      { store_id: "47", name: "Brno" },
-      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
-      attempt,
+    await landedAttempt(
+      writer.orderCap,
+      writer.keys,
+      storelink.inner,
+      `req_${"b".repeat(32)}`,
+      "killed-resolver-order-0001",
     );
-    const key = await writer.keys.getKey("47");
-    if (!key) throw new Error("no key for store 47");
-    await storelink.inner.createOrder({ ...ORDER, idempotency_key: attempt.idempotency_key }, key);
 
     // Resolver A's line is durable, and then A is gone: its connection to the book with it.
     const leaseMs = 300;
@@ -168,17 +150,10 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     const slow = new ScriptedStoreLink(inner).fail("fenceOrderRequest", { hang: gate });
     const a = await replica(slow);
     // An order lost before StoreLink: its attempt in the book, no record at StoreLink.
-    const attempt = {
-      ts: new Date().toISOString(),
-      request_id: `req_${"c".repeat(32)}`,
-      by: "user:alice@korral.example",
-      ...ORDER,
-      idempotency_key: "slow-fence-order-0001",
-    };
-    await a.orderCap.hold(
-      { store_id: "47", name: "Brno" },
-      { sku: "8847291", name: "Butter", category: "Dairy", unit: "each" },
-      attempt,
+    const { attempt } = await heldAttempt(
+      a.orderCap,
+      `req_${"c".repeat(32)}`,
+      "slow-fence-order-0001",
     );
     const leaseMs = 300;
     const resolverOf = (r: Awaited<ReturnType<typeof replica>>, storelink: ScriptedStoreLink) =>
