@@ -7,7 +7,7 @@ import {
   spawnSync,
 } from "node:child_process";
 import { once } from "node:events";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import {
@@ -120,14 +120,52 @@ export async function endOfFile(): Promise<void> {
 }
 
 /** A free 127.0.0.1 port (there is a small race, acceptable for tests). */
-export async function freePort(): Promise<number> {
+/** The kernel's ephemeral range: where listen(0) and every outgoing connection take a port. */
+const EPHEMERAL_START = ((): number => {
+  try {
+    return Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0]);
+  } catch {
+    return 32_768;
+  }
+})();
+/** Ports below the ephemeral range, a block for each vitest worker (VITEST_POOL_ID, 1 to n). */
+const PORT_BLOCKS = { base: 20_000, size: 1_000 } as const;
+const poolId = Number(process.env.VITEST_POOL_ID ?? 0);
+const portBlock =
+  Number.isInteger(poolId) &&
+  poolId >= 0 &&
+  PORT_BLOCKS.base + PORT_BLOCKS.size * (poolId + 1) <= EPHEMERAL_START
+    ? PORT_BLOCKS.base + PORT_BLOCKS.size * poolId
+    : undefined;
+let nextInBlock = 0;
+
+/** Whether 127.0.0.1:`port` can be listened on now (`port` 0: the kernel's pick). */
+async function bindable(port: number): Promise<number | undefined> {
   const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
+  const bound = await new Promise<number | undefined>((resolve) => {
+    server.once("error", () => resolve(undefined));
+    server.listen(port, "127.0.0.1", () => resolve((server.address() as { port: number }).port));
+  });
+  if (bound === undefined) return undefined;
   server.close();
   await once(server, "close");
-  return port;
+  return bound;
+}
+
+/**
+ * A loopback port for a server a test starts itself. Taken from this worker's block, below the
+ * ephemeral range: a port released by listen(0) can be taken by another file's server before the
+ * test's own binds it, and the test then talks to a server it never started. (listen(0) when
+ * this machine's ephemeral range leaves no room for the blocks.)
+ */
+export async function freePort(): Promise<number> {
+  if (portBlock === undefined) return (await bindable(0)) as number;
+  for (let tries = 0; tries < PORT_BLOCKS.size; tries++) {
+    const port = portBlock + nextInBlock;
+    nextInBlock = (nextInBlock + 1) % PORT_BLOCKS.size;
+    if ((await bindable(port)) !== undefined) return port;
+  }
+  throw new Error(`no free port in ${portBlock} to ${portBlock + PORT_BLOCKS.size - 1}`);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -276,9 +314,14 @@ export function startHttp(env: Record<string, string>, timeoutMs?: number): Prom
   return listening(spawnDist("http.js", { PORT: "0", HOST: "127.0.0.1", ...env }), timeoutMs);
 }
 
-/** Waits until GET url answers 200 (killing `run` if it never does). */
-export function waitForHealthy(run: Spawned, url: string, timeoutMs = 30_000): Promise<void> {
-  return run.until(
+/**
+ * Waits until `run` says it listens on `url`'s port and GET url answers 200 (killing `run` if it
+ * never does): a 200 from a server on that port that is not `run` does not count.
+ */
+export async function waitForHealthy(run: Spawned, url: string, timeoutMs = 30_000): Promise<void> {
+  const { port } = new URL(url);
+  await run.ready(new RegExp(`"port":${port}[,}][^\\n]*listening on HTTP`), timeoutMs);
+  await run.until(
     async () => {
       try {
         return (await fetch(url)).ok;
