@@ -22,6 +22,17 @@ export async function heldAttempt(orderCap: OrderCap, requestId: string, idempot
   return { attempt, reservation: await orderCap.hold(STORE, ITEM, attempt) };
 }
 
+/** The held write's order sent to StoreLink under `idempotencyKey`, as its writer sends it. */
+export async function sendOrder(
+  keys: MapKeyProvider,
+  storelink: StoreLinkClient,
+  idempotencyKey: string,
+): Promise<Order> {
+  const key = await keys.getKey("47");
+  if (!key) throw new Error("no key for store 47");
+  return (await storelink.createOrder({ ...ORDER, idempotency_key: idempotencyKey }, key)).order;
+}
+
 /** As `heldAttempt`, but StoreLink created its order before the writer died: no answer came. */
 export async function landedAttempt(
   orderCap: OrderCap,
@@ -31,8 +42,5 @@ export async function landedAttempt(
   idempotencyKey: string,
 ): Promise<{ attempt: ReturnType<typeof attemptOf>; order: Order }> {
   const { attempt } = await heldAttempt(orderCap, requestId, idempotencyKey);
-  const key = await keys.getKey("47");
-  if (!key) throw new Error("no key for store 47");
-  const { order } = await storelink.createOrder({ ...ORDER, idempotency_key: idempotencyKey }, key);
-  return { attempt, order };
+  return { attempt, order: await sendOrder(keys, storelink, idempotencyKey) };
 }

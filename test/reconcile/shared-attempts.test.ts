@@ -1,13 +1,13 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { Reconciler } from "../../src/lifecycle/reconcile.js";
 import type { RedisLimits } from "../../src/limits/redis.js";
 import { createRecorder } from "../../src/logging/recorder.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
-import { heldAttempt, landedAttempt, ORDER } from "../helpers/attempts.js";
+import { heldAttempt, landedAttempt, ORDER, sendOrder } from "../helpers/attempts.js";
 import { until } from "../helpers/delayed-emulator.js";
 import {
   connect,
@@ -37,6 +37,12 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
 
   beforeAll(async () => {
     redis = await startRedis();
+  });
+  // Each test starts on an empty book and empty slots (the cap is 3 an hour per SKU and store).
+  beforeEach(async () => {
+    const store = await connectedLimits(redis.url);
+    await store.client.flushAll();
+    await store.close();
   });
   afterEach(async () => {
     while (open.length > 0) await open.pop()?.close();
@@ -183,6 +189,50 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
       resolution: "NOT_CREATED",
     });
     expect(await b.orderCap.attempts()).toEqual([]);
+  });
+
+  // Ages are on the store's clock: a replica whose own clock is wrong neither fences a write still
+  // inside its grace nor leaves a write past it unresolved.
+  const SKEW_MS = 30 * 60_000;
+
+  it("a resolver whose clock runs 30 minutes ahead leaves a write inside its grace alone", async () => {
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+    const writer = await replica(storelink);
+    const { attempt } = await heldAttempt(
+      writer.orderCap,
+      `req_${"e".repeat(32)}`,
+      "skewed-ahead-order-0001",
+    );
+    const ahead = await replica(storelink);
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + SKEW_MS });
+    try {
+      expect(await ahead.reconciler().run()).toMatchObject({ waiting: 1, notCreated: 0 });
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(ahead.recorder.audits).toEqual([]);
+    // Not fenced: the writer's send still lands.
+    const order = await sendOrder(writer.keys, storelink.inner, attempt.idempotency_key);
+    expect(await ahead.reconciler(0).run()).toMatchObject({ created: 1 });
+    expect(ahead.recorder.audits).toMatchObject([
+      { outcome: "RESOLVED", resolution: "CREATED", order_id: order.order_id },
+    ]);
+  });
+
+  it("a resolver whose clock runs 30 minutes behind resolves a write past its grace", async () => {
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+    const writer = await replica(storelink);
+    await heldAttempt(writer.orderCap, `req_${"f".repeat(32)}`, "skewed-behind-order-0001");
+    const behind = await replica(storelink);
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() - SKEW_MS });
+    try {
+      expect(await behind.reconciler(0).run()).toMatchObject({ notCreated: 1 });
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(behind.recorder.audits).toMatchObject([
+      { outcome: "RESOLVED", resolution: "NOT_CREATED" },
+    ]);
   });
 
   it("an order lost before StoreLink: NOT_CREATED after the grace, fenced, and its slot given back on the store", async () => {
