@@ -316,7 +316,8 @@ export function startHttp(env: Record<string, string>, timeoutMs?: number): Prom
 
 /**
  * Waits until `run` says it listens on `url`'s port and GET url answers 200 (killing `run` if it
- * never does): a 200 from a server on that port that is not `run` does not count.
+ * never does): a 200 from a server on that port that is not `run` does not count. The line is
+ * logged at info, so `run` must not log at warn or above.
  */
 export async function waitForHealthy(run: Spawned, url: string, timeoutMs = 30_000): Promise<void> {
   const { port } = new URL(url);

@@ -230,7 +230,7 @@ beforeAll(async () => {
     KORRAL_ORDER_CAP_PER_HOUR: "0",
     KORRAL_DEDUPE_WINDOW_MIN: "0",
     KORRAL_RATE_LIMIT_PER_MIN: "0",
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: "info", // its listening line is what waitForHealthy waits for
     // As on Cloud Run, so the structured stdout lines are written (the demo StoreLink on purpose).
     NODE_ENV: "production",
     KORRAL_STORELINK: "embedded",
