@@ -233,25 +233,45 @@ export class Reconciler {
       kept.age >= this.options.graceMs &&
       kept.age < FENCE_HORIZON_MS;
     if (known.state === "created" || known.state === "fenced" || fence) {
-      const leaseMs = this.options.leaseMs ?? LEASE_MS;
-      // Before asking, so the time held is never undercounted (a monotonic clock: a pause counts).
-      const asked = performance.now();
-      let claimed: boolean;
-      try {
-        claimed = await this.deps.orderCap.claim(kept, leaseMs);
-      } catch {
-        return "error";
-      }
-      if (!claimed) return "skipped";
-      // Read since the pass began: a line the last holder of the claim wrote before it died.
-      await this.#readAuditLog();
-      const written = this.#resolved.get(attempt.request_id);
-      if (written !== undefined) return this.#settle(kept, written);
-      if (fence) known = await fenceKey(this.deps, attempt);
-      // A claim held past its lease (a slow fence, a paused process) may be another resolver's
-      // by now: the line is left to whoever holds the attempt next.
-      if (performance.now() - asked >= leaseMs) return "waiting";
+      const held = await this.#claimed(kept, fence);
+      if (typeof held === "string") return held;
+      known = held.fenced ?? known;
     }
+    this.#sayWhatIsStuck(kept, known);
+    if (known.state === "created") return this.#write(kept, "CREATED", known.order.order_id);
+    if (known.state === "fenced") return this.#write(kept, "NOT_CREATED", null);
+    return known.state === "unreachable" ? "error" : "waiting";
+  }
+
+  /**
+   * Claims the attempt for its fence (when `fence`) and its line: the fence's answer if this
+   * resolver goes on, else what the pass counts for the attempt.
+   */
+  async #claimed(
+    kept: KeptAttempt,
+    fence: boolean,
+  ): Promise<{ fenced?: KeyState } | Resolution | "waiting" | "skipped" | "error"> {
+    const leaseMs = this.options.leaseMs ?? LEASE_MS;
+    // Before asking, so the time held is never undercounted (a monotonic clock: a pause counts).
+    const asked = performance.now();
+    try {
+      if (!(await this.deps.orderCap.claim(kept, leaseMs))) return "skipped";
+    } catch {
+      return "error";
+    }
+    // Read since the pass began: a line the last holder of the claim wrote before it died.
+    await this.#readAuditLog();
+    const written = this.#resolved.get(kept.attempt.request_id);
+    if (written !== undefined) return this.#settle(kept, written);
+    const fenced = fence ? await fenceKey(this.deps, kept.attempt) : undefined;
+    // A claim held past its lease (a slow fence, a paused process) may be another resolver's by
+    // now: the line is left to whoever holds the attempt next.
+    if (performance.now() - asked >= leaseMs) return "waiting";
+    return { fenced };
+  }
+
+  /** Says, once, why an attempt StoreLink cannot settle waits for a person. */
+  #sayWhatIsStuck({ attempt, age }: KeptAttempt, known: KeyState): void {
     if (known.state === "unsupported") this.#sayUnsupported();
     if (known.state === "mismatch") {
       this.#needsPerson(
@@ -259,17 +279,22 @@ export class Reconciler {
         attempt.store_id,
         "StoreLink holds an order for another SKU or quantity under this write's idempotency key: it needs a person",
       );
-    } else if (known.state === "not_found" && kept.age >= FENCE_HORIZON_MS) {
+    } else if (known.state === "not_found" && age >= FENCE_HORIZON_MS) {
       this.#needsPerson(
         attempt.request_id,
         attempt.store_id,
         "StoreLink has no record of this write's idempotency key, and the write is too old to fence safely (StoreLink may have dropped the record of its order): it needs a person",
       );
     }
-    const resolution: Resolution | undefined =
-      known.state === "created" ? "CREATED" : known.state === "fenced" ? "NOT_CREATED" : undefined;
-    if (resolution === undefined) return known.state === "unreachable" ? "error" : "waiting";
-    const orderId = known.state === "created" ? known.order.order_id : null;
+  }
+
+  /** The attempt's RESOLVED line, then its settle once the line is on disk. */
+  async #write(
+    kept: KeptAttempt,
+    resolution: Resolution,
+    orderId: string | null,
+  ): Promise<Resolution | "waiting" | "error"> {
+    const { attempt } = kept;
     const onDisk = await this.deps.recorder.audit(
       resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]),
     );
