@@ -6,9 +6,10 @@ import {
   mkdirSync,
   openSync,
   readSync,
+  type Stats,
   writeSync,
 } from "node:fs";
-import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { type FileHandle, mkdir, open, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 
 export type Warn = (message: string, fields: Record<string, unknown>) => void;
@@ -35,6 +36,9 @@ const MAX_RETAINED = 10_000;
 // After a failed open or write, wait this long before trying again (the directory may be fixed).
 const REOPEN_AFTER_MS = 5_000;
 
+// How often, at most, the path is checked for a file moved away (rotated by rename).
+const MOVED_CHECK_MS = 1_000;
+
 /**
  * An append-only file of whole lines.
  *
@@ -53,6 +57,9 @@ const REOPEN_AFTER_MS = 5_000;
  *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It
  *   reopens (recreating the directory), writes those lines again into the new file, and warns.
  *   If it cannot reopen (a file where the directory was), the warning says lines are dropped.
+ * - The file moved away (rotated by a rename, as logrotate does by default) is noticed within
+ *   MOVED_CHECK_MS after a write: the lines until then are in the moved file, the next ones go to
+ *   a file at the path (the one the rotation created, or a new one), and it warns once.
  * - A file left ending mid-line (its writer was killed in the middle of a write) gets a newline
  *   first, so the torn line stays a torn line and the first line written here is whole.
  * - Once `close()` has been called, a line is still written: synchronously (and synced, if
@@ -68,6 +75,8 @@ export class LineFile {
   #flushing: Promise<void> | undefined;
   #warned = false;
   #closed = false;
+  /** performance.now() after which the next write checks the path (see #movedAway). */
+  #checkPathAt = 0;
 
   readonly #retain: boolean;
   /** Lines a failed attempt left, written before any newer line. */
@@ -198,8 +207,9 @@ export class LineFile {
     if (!handle) return false;
     const buffer = Buffer.from(batch.map((p) => p.data).join(""), "utf8");
     await writeAll(handle, buffer);
+    const opened = await handle.stat();
     // nlink 0: the file was deleted while open, so these lines went nowhere readable.
-    if ((await handle.stat()).nlink === 0) {
+    if (opened.nlink === 0) {
       this.#handle = undefined;
       await handle.close().catch(() => {});
       // Reported after the fact, so the warning says what happened: rewritten, or dropped.
@@ -214,7 +224,30 @@ export class LineFile {
     if (batch.some((p) => p.durable)) await handle.datasync();
     // Written: a later, different problem deserves its own warning.
     this.#warned = false;
+    if (opened.nlink > 0 && (await this.#movedAway(opened))) {
+      // The next write opens the file now at the path.
+      this.#handle = undefined;
+      await handle.close().catch(() => {});
+      this.#report(
+        `log file ${this.path} was moved away (rotated?); the lines until now are in the moved file, the next ones at ${this.path}`,
+        "EMOVED",
+      );
+    }
     return true;
+  }
+
+  /** Whether the path no longer names the open file (checked at most every MOVED_CHECK_MS). */
+  async #movedAway(opened: Stats): Promise<boolean> {
+    const now = performance.now();
+    if (now < this.#checkPathAt) return false;
+    this.#checkPathAt = now + MOVED_CHECK_MS;
+    try {
+      const atPath = await stat(this.path);
+      return atPath.ino !== opened.ino || atPath.dev !== opened.dev;
+    } catch (error) {
+      // Nothing at the path (moved, no new file in its place): the next write creates one.
+      return (error as { code?: unknown }).code === "ENOENT";
+    }
   }
 
   /** `incident`: what led here, to open the warning if this fails too. */

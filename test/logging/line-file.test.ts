@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdtemp, open, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -117,5 +117,51 @@ describe("LineFile", () => {
       throw new Error("stderr is gone too");
     });
     await expect(file.append("x")).resolves.toBe(false);
+  });
+
+  describe("a file moved away (rotated by a rename), noticed within a second", () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it.each([
+      ["with nothing put in its place", false],
+      ["with a new empty file in its place (logrotate's create)", true],
+    ])(
+      "%s: the lines until then stay in the moved file, the next go to the path, one warning",
+      async (_, create) => {
+        vi.useFakeTimers({ toFake: ["performance"] });
+        const path = join(dir, "audit.log");
+        const moved = `${path}.1`;
+        const file = new LineFile(path, warn, { retain: true });
+        expect(await file.append("a", { durable: true })).toBe(true);
+        await rename(path, moved);
+        if (create) await writeFile(path, "");
+        // Within the second: still the open (moved) file.
+        expect(await file.append("b", { durable: true })).toBe(true);
+        vi.advanceTimersByTime(1_000);
+        expect(await file.append("c", { durable: true })).toBe(true);
+        expect(await file.append("d", { durable: true })).toBe(true);
+        await file.close();
+        expect(await readFile(moved, "utf8")).toBe("a\nb\nc\n");
+        expect(await readFile(path, "utf8")).toBe("d\n");
+        expect(warnings.map((w) => w.message)).toEqual([
+          `log file ${path} was moved away (rotated?); the lines until now are in the moved file, the next ones at ${path}`,
+        ]);
+      },
+    );
+
+    it("a file that stays where it is is never reopened", async () => {
+      vi.useFakeTimers({ toFake: ["performance"] });
+      const path = join(dir, "trace.jsonl");
+      const file = new LineFile(path, warn);
+      for (let i = 0; i < 5; i++) {
+        expect(await file.append(String(i))).toBe(true);
+        vi.advanceTimersByTime(1_000);
+      }
+      await file.close();
+      expect(await readFile(path, "utf8")).toBe("0\n1\n2\n3\n4\n");
+      expect(warnings).toEqual([]);
+    });
   });
 });
