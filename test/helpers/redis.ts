@@ -102,6 +102,9 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
     if (!options.persistIn) rmSync(dir, { recursive: true, force: true });
   };
   try {
+    // Its own line first: a port some other server holds is not this Redis listening (it
+    // exits, failing to bind).
+    await server.ready(/Ready to accept connections/, options.startWithinMs ?? 10_000);
     await server.until(
       () => portOpen(port),
       `listening on ${port}`,

@@ -7,8 +7,10 @@ import {
   spawnSync,
 } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   StdioClientTransport,
@@ -152,18 +154,59 @@ async function bindable(port: number): Promise<number | undefined> {
   return bound;
 }
 
+/** Ports handed out, by any test run on this machine: `<port>` holds the pid that took it. */
+const PORT_CLAIMS = join(tmpdir(), "korral-test-ports");
+
+/** Whether `pid` is a live process. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Claims `port` for this process among concurrent test runs (another clone's CI, a helper's run):
+ * false while a live process other than this one holds it.
+ */
+function claim(port: number): boolean {
+  mkdirSync(PORT_CLAIMS, { recursive: true });
+  const file = join(PORT_CLAIMS, String(port));
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: "wx" });
+      return true;
+    } catch {}
+    let holder: number;
+    try {
+      holder = Number(readFileSync(file, "utf8"));
+    } catch {
+      continue; // released meanwhile: try again
+    }
+    if (holder === process.pid) return true;
+    // Empty: being written by its claimant right now.
+    if (!(holder > 0) || alive(holder)) return false;
+    // A run that ended: its claim is taken over.
+    rmSync(file, { force: true });
+  }
+  return false;
+}
+
 /**
  * A loopback port for a server a test starts itself. Taken from this worker's block, below the
- * ephemeral range: a port released by listen(0) can be taken by another file's server before the
- * test's own binds it, and the test then talks to a server it never started. (listen(0) when
- * this machine's ephemeral range leaves no room for the blocks.)
+ * ephemeral range, and claimed against other test runs on the machine: a port released by
+ * listen(0) can be taken by another file's (or run's) server before the test's own binds it,
+ * and the test then talks to a server it never started. (listen(0) when this machine's
+ * ephemeral range leaves no room for the blocks.)
  */
 export async function freePort(): Promise<number> {
   if (portBlock === undefined) return (await bindable(0)) as number;
   for (let tries = 0; tries < PORT_BLOCKS.size; tries++) {
     const port = portBlock + nextInBlock;
     nextInBlock = (nextInBlock + 1) % PORT_BLOCKS.size;
-    if ((await bindable(port)) !== undefined) return port;
+    if (claim(port) && (await bindable(port)) !== undefined) return port;
   }
   throw new Error(`no free port in ${portBlock} to ${portBlock + PORT_BLOCKS.size - 1}`);
 }

@@ -1,8 +1,10 @@
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { freePort, spawnDist, waitForHealthy } from "../helpers/spawn.js";
+import { freePort, spawnDist, spawnProcess, waitForHealthy } from "../helpers/spawn.js";
 
 /**
  * The port rule of test/helpers/spawn.ts, held: a test that starts a server on a port it chose
@@ -35,6 +37,27 @@ describe("freePort", () => {
       expect(await freePort()).toBe(taken + 2);
     } finally {
       squatter.close();
+    }
+  });
+});
+
+describe("freePort among concurrent test runs (another clone's, a helper's)", () => {
+  const claims = join(tmpdir(), "korral-test-ports");
+
+  it("skips a port a live process of another run claimed, and takes over a dead run's claim", async () => {
+    const first = await freePort();
+    const live = join(claims, String(first + 1));
+    const dead = join(claims, String(first + 2));
+    const ended = spawnProcess(process.execPath, ["-e", "0"]);
+    await ended.exit;
+    try {
+      // pid 1 lives as long as the machine; `ended` has exited.
+      writeFileSync(live, "1");
+      writeFileSync(dead, String(ended.pid));
+      expect(await freePort()).toBe(first + 2);
+      expect(readFileSync(dead, "utf8")).toBe(String(process.pid));
+    } finally {
+      rmSync(live, { force: true });
     }
   });
 });
