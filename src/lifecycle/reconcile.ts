@@ -90,6 +90,11 @@ export class Reconciler {
    * process, or read in audit.log.
    */
   readonly #resolved = new Map<string, Resolution>();
+  /**
+   * Attempts of the book whose own CREATED or REPLAYED line audit.log holds: their writer saw the
+   * order and died before settling the book. Kept only while they are in the book.
+   */
+  readonly #audited = new Set<string>();
   /** Attempts whose RESOLVED line this process wrote and the disk has not taken yet. */
   readonly #unwritten = new Set<string>();
   #running: Promise<ReconcileReport> | undefined;
@@ -186,6 +191,8 @@ export class Reconciler {
       report.errors++;
       return report;
     }
+    const inBook = new Set(kept.map((k) => k.attempt.request_id));
+    for (const id of this.#audited) if (!inBook.has(id)) this.#audited.delete(id);
     for (const attempt of kept) {
       const outcome = await this.#resolve(attempt);
       if (outcome === "CREATED") report.created++;
@@ -205,11 +212,12 @@ export class Reconciler {
    */
   async #readAuditLog(): Promise<void> {
     if (this.#tail === undefined) return;
-    const { uncertain, resolved } = await this.#tail.next();
+    const { uncertain, resolved, created } = await this.#tail.next();
     for (const { request_id, resolution } of resolved) {
       this.#resolved.set(request_id, resolution);
       this.#unwritten.delete(request_id);
     }
+    for (const id of created) this.#audited.add(id);
     if (!this.#adopts) return;
     const now = Date.now();
     for (const line of uncertain) {
@@ -222,7 +230,7 @@ export class Reconciler {
   async #resolve(kept: KeptAttempt): Promise<Resolution | "waiting" | "skipped" | "error"> {
     const { attempt } = kept;
     if (this.#writersStill(kept)) return "skipped";
-    const earlier = this.#resolved.get(attempt.request_id);
+    const earlier = this.#lineOf(attempt.request_id);
     if (earlier !== undefined) {
       return this.#unwritten.has(attempt.request_id) ? "waiting" : this.#settle(kept, earlier);
     }
@@ -261,7 +269,7 @@ export class Reconciler {
     }
     // Read since the pass began: a line the last holder of the claim wrote before it died.
     await this.#readAuditLog();
-    const written = this.#resolved.get(kept.attempt.request_id);
+    const written = this.#lineOf(kept.attempt.request_id);
     if (written !== undefined) return this.#settle(kept, written);
     const fenced = fence ? await fenceKey(this.deps, kept.attempt) : undefined;
     // A claim held past its lease (a slow fence, a paused process) may be another resolver's by
@@ -304,6 +312,11 @@ export class Reconciler {
       return "waiting";
     }
     return this.#settle(kept, resolution);
+  }
+
+  /** What audit.log already says of the attempt: its RESOLVED line, or its writer's CREATED one. */
+  #lineOf(requestId: string): Resolution | undefined {
+    return this.#resolved.get(requestId) ?? (this.#audited.has(requestId) ? "CREATED" : undefined);
   }
 
   /**

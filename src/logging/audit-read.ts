@@ -2,10 +2,10 @@ import { constants } from "node:fs";
 import { type FileHandle, lstat, open } from "node:fs/promises";
 
 /**
- * audit.log read back, for the reconciler: the UNCERTAIN lines (with the key and order they name)
- * and the request ids that have a RESOLVED line. Read from where the last read stopped, whole
- * lines only, so each line is seen once and a torn last line is read when it is whole; a file that
- * shrank (rotated, truncated) is read again from 0.
+ * audit.log read back, for the reconciler: the UNCERTAIN lines (with the key and order they name),
+ * the request ids that have a RESOLVED line, and those whose writer saw their order. Read from
+ * where the last read stopped, whole lines only, so each line is seen once and a torn last line
+ * is read when it is whole; a file that shrank (rotated, truncated) is read again from 0.
  */
 
 /** An UNCERTAIN line's fields, as the line says them (`-` reads as absent). */
@@ -25,6 +25,8 @@ export interface AuditReading {
   uncertain: UncertainLine[];
   /** RESOLVED lines: the request id they settle, and what they found. */
   resolved: { request_id: string; resolution: "CREATED" | "NOT_CREATED" }[];
+  /** The request ids of CREATED and REPLAYED lines: writes whose writer saw their order. */
+  created: string[];
 }
 
 /** A whole line ends with its reason (a torn one, cut by a kill, does not). */
@@ -86,7 +88,7 @@ export class AuditTail {
   constructor(readonly path: string) {}
 
   async next(): Promise<AuditReading> {
-    const reading: AuditReading = { uncertain: [], resolved: [] };
+    const reading: AuditReading = { uncertain: [], resolved: [], created: [] };
     let handle: FileHandle;
     try {
       if (!(await lstat(this.path)).isFile()) return reading;
@@ -112,14 +114,22 @@ export class AuditTail {
         this.#offset += end + 1;
         for (const line of chunk.subarray(0, end).toString("utf8").split("\n")) {
           const uncertain = uncertainLineOf(line);
-          if (uncertain) reading.uncertain.push(uncertain);
-          else if (/^\S+ RESOLVED /.test(line) && WHOLE.test(line)) {
-            const req = / req=(\S+)/.exec(line)?.[1];
-            const found = / outcome=(CREATED|NOT_CREATED) /.exec(line)?.[1];
-            const id = req === undefined ? undefined : tokenValue(req);
-            if (id && (found === "CREATED" || found === "NOT_CREATED")) {
-              reading.resolved.push({ request_id: id, resolution: found });
-            }
+          if (uncertain) {
+            reading.uncertain.push(uncertain);
+            continue;
+          }
+          const outcome = /^\S+ (RESOLVED|CREATED|REPLAYED) /.exec(line)?.[1];
+          if (outcome === undefined || !WHOLE.test(line)) continue;
+          const req = / req=(\S+)/.exec(line)?.[1];
+          const id = req === undefined ? undefined : tokenValue(req);
+          if (!id) continue;
+          if (outcome !== "RESOLVED") {
+            reading.created.push(id);
+            continue;
+          }
+          const found = / outcome=(CREATED|NOT_CREATED) /.exec(line)?.[1];
+          if (found === "CREATED" || found === "NOT_CREATED") {
+            reading.resolved.push({ request_id: id, resolution: found });
           }
         }
       }

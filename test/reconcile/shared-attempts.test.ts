@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { Reconciler } from "../../src/lifecycle/reconcile.js";
 import type { RedisLimits } from "../../src/limits/redis.js";
+import { callRecord, unverifiedOrigin } from "../../src/logging/call-record.js";
 import { createRecorder } from "../../src/logging/recorder.js";
+import { submittedWrite } from "../../src/policy/audit.js";
 import { OrderCap } from "../../src/policy/order-cap.js";
 import { InMemoryStoreLink } from "../../src/storelink/memory.js";
 import { heldAttempt, landedAttempt, ORDER, sendOrder } from "../helpers/attempts.js";
@@ -149,6 +151,64 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it.each([
+    ["CREATED", false],
+    ["REPLAYED", true],
+  ])(
+    "a writer killed after its %s line, before settling the book: settled with no RESOLVED line",
+    async (_, replayed) => {
+      const dir = mkdtempSync(join(tmpdir(), "korral-writer-killed-"));
+      const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+      const writer = await replica(storelink);
+      const { attempt, order } = await landedAttempt(
+        writer.orderCap,
+        writer.keys,
+        storelink.inner,
+        `req_${"c".repeat(32)}`,
+        "killed-writer-order-0001",
+      );
+      const lines = () =>
+        readFileSync(join(dir, "audit.log"), "utf8")
+          .split("\n")
+          .filter((line) => line.includes(` req=${attempt.request_id} `));
+      try {
+        // The writer's own line is whole on disk; the settle of the book never came.
+        const writerLog = createRecorder({ dir, warn: () => {} });
+        const call = callRecord(
+          unverifiedOrigin(attempt.by, "killed-writer"),
+          attempt.request_id,
+          "create_replenishment_order",
+          ORDER,
+          new AbortController().signal,
+        );
+        await writerLog.audit(
+          submittedWrite(
+            call,
+            { ...ORDER, idempotency_key: attempt.idempotency_key },
+            order.order_id,
+            replayed,
+            "buyer",
+          ),
+        );
+        await writerLog.close();
+        expect(lines()).toHaveLength(1);
+
+        const other = await replica(storelink);
+        const recorder = createRecorder({ dir, warn: () => {} });
+        const reconciler = new Reconciler(
+          { storelink, keys: other.keys, orderCap: other.orderCap, recorder },
+          { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, logDir: dir },
+        );
+        expect(await reconciler.run()).toMatchObject({ created: 1, errors: 0 });
+        await recorder.close();
+        expect(lines()).toHaveLength(1);
+        expect(await other.orderCap.attempts()).toEqual([]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it("a resolver whose fence outlasts its lease writes no line: the resolver that took the attempt over writes the one", async () => {
     const inner = new InMemoryStoreLink();
