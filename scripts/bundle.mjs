@@ -50,8 +50,11 @@ await build({
   format: "esm",
   platform: "node",
   target: "node20",
-  minify: true,
-  keepNames: true,
+  // Whitespace and syntax minified, identifiers kept: functions and classes keep their names
+  // without esbuild's keepNames, whose `__name` call on every function and closure created cost
+  // about 10% of a lookup_sku's CPU (docs/performance.md).
+  minifyWhitespace: true,
+  minifySyntax: true,
   sourcemap: "linked",
   chunkNames: "[name]-[hash]",
   // ESM builds first where a package ships both without an exports map (only @opentelemetry/*
