@@ -51,6 +51,7 @@ export interface ReconcilerOptions {
 }
 
 /** What one pass did. */
+/** What one pass did. An attempt counts in the pass whose settle took it out of the book. */
 export interface ReconcileReport {
   created: number;
   notCreated: number;
@@ -301,7 +302,7 @@ export class Reconciler {
     kept: KeptAttempt,
     resolution: Resolution,
     orderId: string | null,
-  ): Promise<Resolution | "waiting" | "error"> {
+  ): Promise<Resolution | "waiting" | "skipped" | "error"> {
     const { attempt } = kept;
     const onDisk = await this.deps.recorder.audit(
       resolvedWrite(attempt, resolution, orderId, DETAIL[resolution]),
@@ -333,12 +334,14 @@ export class Reconciler {
 
   /**
    * Settles the slot and drops the attempt; if the book cannot be written, the next pass settles
-   * it without a second line.
+   * it without a second line. An attempt another resolver settled first is theirs to count.
    */
-  async #settle(kept: KeptAttempt, resolution: Resolution): Promise<Resolution | "error"> {
+  async #settle(
+    kept: KeptAttempt,
+    resolution: Resolution,
+  ): Promise<Resolution | "skipped" | "error"> {
     try {
-      await this.deps.orderCap.resolve(kept, resolution);
-      return resolution;
+      return (await this.deps.orderCap.resolve(kept, resolution)) ? resolution : "skipped";
     } catch {
       return "error";
     }

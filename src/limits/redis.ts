@@ -146,14 +146,18 @@ return {kind, placed, uncertain, inflight}
 /**
  * The settle rules of limits/slots.ts, on Redis's clock; with an attempt id (ARGV[5]), the
  * attempt is marked uncertain or removed in the same step. Attempts are `state:since:lease:record`.
+ * Returns 1, or 2 for a reconciler's settle whose attempt is gone (nothing changed).
  */
 const SETTLE = `
+local how = ARGV[2]
+if ARGV[5] ~= '' and (how == 'confirmed' or how == 'void') and redis.call('HEXISTS', KEYS[2], ARGV[5]) == 0 then
+  return 2
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 local state, untilMs, holders = nil, nil, nil
 if current then state, untilMs, holders = string.match(current, '^(%a):(%d+):?([^:]*)$') end
-local how = ARGV[2]
 if ARGV[5] ~= '' then
   if how == 'uncertain' then
     local a = redis.call('HGET', KEYS[2], ARGV[5])
@@ -299,15 +303,20 @@ export class RedisSlotBook implements SlotBook {
     how: Settle,
     holder: string,
     attemptId?: string,
-  ): Promise<void> {
+  ): Promise<boolean> {
     ready(this.client);
-    const reply = await this.deadline(
-      this.client.eval(SETTLE, {
-        keys: [keyOf(bucket), attemptsKeyOf(bucket)],
-        arguments: [name, how, String(HOUR_MS), holder, attemptId ?? ""],
-      }),
+    const reply = Number(
+      await this.deadline(
+        this.client.eval(SETTLE, {
+          keys: [keyOf(bucket), attemptsKeyOf(bucket)],
+          arguments: [name, how, String(HOUR_MS), holder, attemptId ?? ""],
+        }),
+      ),
     );
-    if (Number(reply) !== 1) throw new LimitsStoreError("the limits store did not settle the slot");
+    if (reply !== 1 && reply !== 2) {
+      throw new LimitsStoreError("the limits store did not settle the slot");
+    }
+    return reply === 1;
   }
 
   async attempts(): Promise<{ now: number; entries: AttemptEntry[] }> {

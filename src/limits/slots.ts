@@ -68,10 +68,15 @@ export type TakeResult =
  */
 export type Settle = "count" | "uncertain" | "release" | "landed" | "confirmed" | "void";
 
+/** A reconciler's settle: it names an attempt the book must still hold. */
+const isResolution = (how: Settle): boolean => how === "confirmed" || how === "void";
+
 /**
  * `confirmed`: the reconciler found the order: the slot counts (keeping its hour; a slot gone is
  * counted anew). `void`: the key is fenced, no order exists: an uncertain slot goes, a pending one
  * loses the attempt's hold. Every settle but `uncertain` removes the attempt; `uncertain` marks it.
+ * A reconciler's settle (`confirmed`, `void`) of an attempt no longer in the book changes nothing:
+ * another resolver settled it first.
  */
 
 /** How long attempts are kept at the longest: past StoreLink's 7-day retention of keys. */
@@ -111,13 +116,14 @@ export interface SlotBook {
   ): Promise<TakeResult>;
   /** As `take`, without taking anything: whether `name` is held, or a new slot would be refused. */
   peek(bucket: string, name: string, limit: number): Promise<TakeResult>;
+  /** False when a reconciler's settle found its attempt gone (and so changed nothing). */
   settle(
     bucket: string,
     name: string,
     how: Settle,
     holder: string,
     attemptId?: string,
-  ): Promise<void>;
+  ): Promise<boolean>;
   /** Every attempt kept, and the book's clock now. */
   attempts(): Promise<{ now: number; entries: AttemptEntry[] }>;
   /** The attempt's record if it is there and nobody holds it, held now for `leaseMs`. */
@@ -191,13 +197,14 @@ export class MemorySlotBook implements SlotBook {
     how: Settle,
     holder: string,
     attemptId?: string,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const now = this.now();
     const slots = this.#live(bucket, now);
     const slot = slots.get(name);
     if (attemptId !== undefined) {
       const attempts = this.#attempts.get(bucket);
       const entry = attempts?.get(attemptId);
+      if (!entry && isResolution(how)) return false;
       if (how !== "uncertain") attempts?.delete(attemptId);
       else if (entry) Object.assign(entry, { state: "uncertain", since: now });
       if (attempts?.size === 0) this.#attempts.delete(bucket);
@@ -224,6 +231,7 @@ export class MemorySlotBook implements SlotBook {
     }
     if (slots.size === 0) this.#buckets.delete(bucket);
     else this.#buckets.set(bucket, slots);
+    return true;
   }
 
   /** A take for `holder`, or a peek without one. */

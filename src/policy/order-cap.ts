@@ -183,11 +183,12 @@ export class OrderCap {
 
   /**
    * Settles a resolved attempt: an order found keeps the slot counted (in its hour), a fenced key
-   * gives it back; the attempt leaves the book. Throws when the book cannot be written (the
+   * gives it back; the attempt leaves the book. False when it had already left it (another
+   * resolver settled it first: nothing changed). Throws when the book cannot be written (the
    * attempt stays, claimed until its lease ends).
    */
-  async resolve(kept: KeptAttempt, resolution: Resolution): Promise<void> {
-    await this.#slots.settle(
+  resolve(kept: KeptAttempt, resolution: Resolution): Promise<boolean> {
+    return this.#slots.settle(
       kept.bucket,
       slotName(kept.attempt.idempotency_key),
       resolution === "CREATED" ? "confirmed" : "void",

@@ -129,6 +129,21 @@ describe.each(books)("the slot book (%s)", (name, makeBook) => {
     expect(await book.peek(bucket, "x", 1)).toMatchObject({ kind: "full", inFlight: 1 });
   });
 
+  it("a reconciler's settle of an attempt another settled first changes nothing, and says so", async () => {
+    const book = await makeBook();
+    const bucket = fresh();
+    const attempt = { id: "req-settled-twice", record: "{}" };
+    await book.take(bucket, "k", 3, "writer", attempt);
+    expect(await book.settle(bucket, "k", "uncertain", "writer", attempt.id)).toBe(true);
+    // The first resolver found the key fenced: the slot is given back, the attempt gone.
+    expect(await book.settle(bucket, "k", "void", "writer", attempt.id)).toBe(true);
+    expect((await book.attempts()).entries.filter((e) => e.bucket === bucket)).toEqual([]);
+    // A second resolver, holding a stale view of the same attempt, settles it again.
+    expect(await book.settle(bucket, "k", "confirmed", "writer", attempt.id)).toBe(false);
+    expect(await book.settle(bucket, "k", "void", "writer", attempt.id)).toBe(false);
+    expect(await book.peek(bucket, "x", 3)).toMatchObject({ placed: 0, uncertain: 0, inFlight: 0 });
+  });
+
   it("peek takes nothing", async () => {
     const book = await makeBook();
     const bucket = fresh();

@@ -152,6 +152,55 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     }
   });
 
+  it("a resolver that settles from another's RESOLVED line before that one settles: counted once across the two", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "korral-settled-once-"));
+    const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
+    const writer = await replica(storelink);
+    const { attempt } = await landedAttempt(
+      writer.orderCap,
+      writer.keys,
+      storelink.inner,
+      `req_${"e".repeat(32)}`,
+      "settled-once-order-0001",
+    );
+    const resolverOn = async (onLine?: () => Promise<void>) => {
+      const r = await replica(storelink);
+      const recorder = createRecorder({ dir, warn: () => {} });
+      const audit = recorder.audit.bind(recorder);
+      recorder.audit = async (record, context) => {
+        const whole = await audit(record, context);
+        await onLine?.();
+        return whole;
+      };
+      const reconciler = new Reconciler(
+        { storelink, keys: r.keys, orderCap: r.orderCap, recorder },
+        { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, logDir: dir },
+      );
+      return { ...r, recorder, reconciler };
+    };
+    try {
+      // B's whole pass runs between A's durable line and A's settle of the book: B reads A's
+      // line, finds the attempt still in the book, and settles it from the line.
+      const b = await resolverOn();
+      let bReport: Awaited<ReturnType<Reconciler["run"]>> | undefined;
+      const a = await resolverOn(async () => {
+        bReport = await b.reconciler.run();
+      });
+      const aReport = await a.reconciler.run();
+      await a.recorder.close();
+      await b.recorder.close();
+      expect(bReport).toMatchObject({ created: 1, errors: 0 });
+      expect(aReport).toMatchObject({ created: 0, errors: 0 });
+      const lines = readFileSync(join(dir, "audit.log"), "utf8")
+        .split("\n")
+        .filter((line) => line.includes(` req=${attempt.request_id} `));
+      expect(lines).toHaveLength(1);
+      expect(await a.orderCap.attempts()).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it.each([
     ["CREATED", false],
     ["REPLAYED", true],
