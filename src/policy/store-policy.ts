@@ -200,6 +200,12 @@ const toGrant = (grant: z.output<typeof grantSchema> | undefined): Grant | undef
             : new Set(grant.categories.map(categoryKey)),
       };
 
+/** A subject's canonical id (if valid) and its groups. */
+type Membership = { readonly id: string | undefined; readonly groups: readonly string[] };
+
+/** Subjects whose groups a loaded policy remembers (then it starts over): bounds its memory. */
+const MAX_SUBJECTS = 1_000;
+
 class LoadedPolicy implements StorePolicy {
   readonly #groups: ReadonlyMap<string, Group>;
   readonly #principals: ReadonlyMap<string, readonly string[]>;
@@ -225,13 +231,25 @@ class LoadedPolicy implements StorePolicy {
     this.#idpGroups = new Map(Object.entries(policy.idp_groups ?? {}));
   }
 
+  /** What #groupsOf found per subject: this policy never changes, so neither does its answer. */
+  readonly #subjects = new Map<string, Membership>();
+
   /** The principal's canonical id (if valid) and every group it has, named or through its IdP. */
-  #groupsOf(who: PolicySubject): { id: string | undefined; groups: string[] } {
+  #groupsOf(who: PolicySubject): Membership {
+    const idpGroups = who.idpGroups ?? [];
+    // Each part length-prefixed: no id or group, however odd, can pass for another subject's.
+    let key = `${who.id.length}:${who.id}`;
+    for (const claim of idpGroups) key += `${claim.length}:${claim}`;
+    const known = this.#subjects.get(key);
+    if (known !== undefined) return known;
     const checked = canonicalPrincipalId(who.id);
     const id = "id" in checked ? checked.id : undefined;
     const named = id === undefined ? [] : (this.#principals.get(id) ?? []);
-    const viaIdp = (who.idpGroups ?? []).flatMap((claim) => this.#idpGroups.get(claim) ?? []);
-    return { id, groups: [...new Set([...named, ...viaIdp])] };
+    const viaIdp = idpGroups.flatMap((claim) => this.#idpGroups.get(claim) ?? []);
+    const membership = { id, groups: Object.freeze([...new Set([...named, ...viaIdp])]) };
+    if (this.#subjects.size >= MAX_SUBJECTS) this.#subjects.clear();
+    this.#subjects.set(key, membership);
+    return membership;
   }
 
   mayReconcile(who: PolicySubject): Decision {

@@ -132,6 +132,25 @@ describe("groups from several places", () => {
     expect(policy.may({ id: carol.id }, "order", "47").allowed).toBe(false);
   });
 
+  it("a subject's groups, once found, are never another subject's (ids and claims that spell each other)", () => {
+    const fresh = policyOf(document);
+    const carol = { id: "user:carol@korral.example", idpGroups: ["Korral Dairy Buyers"] };
+    expect(fresh.may(carol, "order", "47").allowed).toBe(true);
+    // Each asked after the granted subject, as a cache keyed by joined text would answer them.
+    for (const impostor of [
+      { id: `${carol.id}\nKorral Dairy Buyers` },
+      { id: `${carol.id}\nKorral Dairy Buyers`, idpGroups: [] },
+      { id: carol.id, idpGroups: ["Korral Dairy", "Buyers"] },
+      { id: `${carol.id}Korral Dairy Buyers` },
+      { id: `${carol.id.length}:${carol.id}19:Korral Dairy Buyers` },
+    ]) {
+      expect(fresh.may(impostor, "order", "47").allowed).toBe(false);
+    }
+    // And the granted one is still granted, after them and again.
+    expect(fresh.may({ ...carol }, "order", "47").allowed).toBe(true);
+    expect(fresh.may({ id: "user:alice@korral.example" }, "read", "102").allowed).toBe(true);
+  });
+
   it("mode defaults to enforce when the document leaves it out", () => {
     expect(policy.mode).toBe("enforce");
     expect(policy.may({ id: "user:bob@korral.example" }, "read", "47").verdict).toBe("refused");
