@@ -6,9 +6,9 @@
  * Prints throughput, p50/p99, the ratio, the server's CPU per request, cold start, RSS after load
  * and heap growth over 10,000 calls, then PASS/FAIL against the targets.
  * `--telemetry` (`npm run bench:telemetry`) adds the same service with telemetry on (OTLP
- * http/protobuf to a sink in this process; writes sampled, reads at 10%) to the alternated run,
- * with one more case (a write), and checks its CPU per request against telemetry off, and its cold
- * start.
+ * http/protobuf to a sink in this process; writes sampled, reads at 10%), with one more case (a
+ * write), and checks its CPU per request against telemetry off, the two loaded side by side in
+ * each run, and its cold start.
  * Thresholds live here, never in unit tests. Expects `npm run build` to have run.
  * `BENCH_NODE=/path/to/node npm run bench` runs both servers on another node binary.
  * `BENCH_CPU_PROF=<dir>` runs the measured MCP servers under `node --cpu-prof`, writing
@@ -540,6 +540,8 @@ async function main(): Promise<void> {
   // Raw node:http, the machine's ceiling: only in the plain run (telemetry's compares on/off).
   const raw = withTelemetry ? undefined : await eachAnswer(RAW_HTTP);
   type Who = "mcp" | "bare" | "raw" | "before" | "otel";
+  /** Telemetry's pairs: off ("pairOff") and on ("otel"), loaded at once (see the rep loop). */
+  type Slot = Record<Who | "pairOff", Sample[]>;
   const server = (who: Who, name: CaseName): Running | undefined => {
     const answer = caseOf(name).express;
     if (who === "bare") return answer === undefined ? undefined : bare[answer];
@@ -548,9 +550,7 @@ async function main(): Promise<void> {
     return who === "mcp" ? mcp : otel;
   };
   const contendersOf = (name: CaseName): Who[] =>
-    (["mcp", "bare", "raw", "before", "otel"] as const).filter(
-      (w) => server(w, name) !== undefined,
-    );
+    (["mcp", "bare", "raw", "before"] as const).filter((w) => server(w, name) !== undefined);
   const connectionsOf = (name: CaseName): number[] =>
     caseOf(name).express === undefined ? CONNECTIONS.slice(0, 1) : CONNECTIONS;
   // Warm everything up so the JIT is not measured; every MCP server answers every case first.
@@ -561,14 +561,18 @@ async function main(): Promise<void> {
       // Long enough that every path's optimised code is in place before the first measured run.
       await load(target, 10, withTelemetry && !quick ? 3 : 1, name);
     }
+    if (otel) {
+      await probe(otel, name);
+      await load(otel, 10, quick ? 1 : 3, name);
+    }
   }
 
   type Sample = Awaited<ReturnType<typeof load>>;
   const key = (name: CaseName, c: number) => `${name} ${c}`;
-  const runs = new Map<string, Record<Who, Sample[]>>();
+  const runs = new Map<string, Slot>();
   for (const name of CASE_NAMES) {
     for (const c of connectionsOf(name)) {
-      runs.set(key(name, c), { mcp: [], bare: [], raw: [], before: [], otel: [] });
+      runs.set(key(name, c), { mcp: [], bare: [], raw: [], before: [], otel: [], pairOff: [] });
     }
   }
   // The whole measured phase too: an export that lands between runs is still the process's CPU.
@@ -586,12 +590,29 @@ async function main(): Promise<void> {
         // Alternate which goes first: other work on the machine drifts over time.
         const contenders = contendersOf(name);
         const order = rep % 2 === 0 ? contenders : [...contenders].reverse();
-        for (const who of order) {
-          const r = await load(server(who, name) as Running, c, DURATION_S, name);
-          slot[who].push(r);
+        const said = (who: string, r: Sample) =>
           process.stderr.write(
             `rep ${rep + 1} ${caseOf(name).label} c=${c} ${who}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99} cpu ${fmt(r.cpuUs)} us/req\n`,
           );
+        for (const who of order) {
+          const r = await load(server(who, name) as Running, c, DURATION_S, name);
+          slot[who].push(r);
+          said(who, r);
+        }
+        if (otel) {
+          // Off and on side by side: both loaded at once, each with the case's connections, so
+          // both meet the same machine in the same seconds (runs one after the other met
+          // different ones: an A/A pair of identical servers ranged 0.76x to 1.70x).
+          // Which starts first alternates too: the first started gets its connections first.
+          const offFirst = rep % 2 === 0;
+          const first = load(offFirst ? mcp : otel, c, DURATION_S, name);
+          const second = load(offFirst ? otel : mcp, c, DURATION_S, name);
+          const [a, b] = await Promise.all([first, second]);
+          const [off, on] = offFirst ? [a, b] : [b, a];
+          slot.pairOff.push(off);
+          slot.otel.push(on);
+          said("off, side by side", off);
+          said("on, side by side", on);
         }
       }
     }
@@ -712,7 +733,7 @@ async function main(): Promise<void> {
   }
   if (otel) {
     lines.push(
-      `\ntelemetry off vs on (OTLP http/protobuf to a sink in this process; ${Object.entries(
+      `\ntelemetry off vs on, loaded side by side (OTLP http/protobuf to a sink in this process; ${Object.entries(
         TELEMETRY_ENV,
       )
         .filter(([name]) => name.startsWith("OTEL_TRACES"))
@@ -729,16 +750,17 @@ async function main(): Promise<void> {
       for (const c of connectionsOf(name)) {
         const slot = runs.get(key(name, c));
         if (!slot) continue;
-        const off = med(slot.mcp, "cpuUs");
+        const off = med(slot.pairOff, "cpuUs");
         const on = med(slot.otel, "cpuUs");
-        // Each on run against the off run next to it (their order alternates by rep).
-        const paired = slot.otel.map((r, i) => r.cpuUs / (slot.mcp[i]?.cpuUs ?? Number.NaN));
+        // Each on run against the off run loaded beside it, in the same seconds.
+        const paired = slot.otel.map((r, i) => r.cpuUs / (slot.pairOff[i]?.cpuUs ?? Number.NaN));
         const factor = median(paired);
         allPairs.push(...paired);
         answeredOn += slot.otel.reduce((sum, r) => sum + r.answered, 0);
-        answeredOff += slot.mcp.reduce((sum, r) => sum + r.answered, 0);
+        // The off server also ran the Express comparison: all its answers count in its phase.
+        for (const r of [...slot.pairOff, ...slot.mcp]) answeredOff += r.answered;
         lines.push(
-          `${caseOf(name).label} | ${c} | ${fmt(off)} | ${fmt(on)} | ${fmt(on / off, 2)}x | ${fmt(factor, 2)}x (${fmt(Math.min(...paired), 2)}-${fmt(Math.max(...paired), 2)}) | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.otel, "rps"))} | ${med(slot.otel, "p50")}/${med(slot.otel, "p99")}`,
+          `${caseOf(name).label} | ${c} | ${fmt(off)} | ${fmt(on)} | ${fmt(on / off, 2)}x | ${fmt(factor, 2)}x (${fmt(Math.min(...paired), 2)}-${fmt(Math.max(...paired), 2)}) | ${fmt(med(slot.pairOff, "rps"))} | ${fmt(med(slot.otel, "rps"))} | ${med(slot.otel, "p50")}/${med(slot.otel, "p99")}`,
         );
         lines.push(
           check(
