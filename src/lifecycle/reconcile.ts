@@ -50,7 +50,6 @@ export interface ReconcilerOptions {
   catchUpMs?: number;
 }
 
-/** What one pass did. */
 /** What one pass did. An attempt counts in the pass whose settle took it out of the book. */
 export interface ReconcileReport {
   created: number;

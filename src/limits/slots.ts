@@ -68,9 +68,6 @@ export type TakeResult =
  */
 export type Settle = "count" | "uncertain" | "release" | "landed" | "confirmed" | "void";
 
-/** A reconciler's settle: it names an attempt the book must still hold. */
-const isResolution = (how: Settle): boolean => how === "confirmed" || how === "void";
-
 /**
  * `confirmed`: the reconciler found the order: the slot counts (keeping its hour; a slot gone is
  * counted anew). `void`: the key is fenced, no order exists: an uncertain slot goes, a pending one
@@ -78,6 +75,9 @@ const isResolution = (how: Settle): boolean => how === "confirmed" || how === "v
  * A reconciler's settle (`confirmed`, `void`) of an attempt no longer in the book changes nothing:
  * another resolver settled it first.
  */
+
+/** A reconciler's settle: it names an attempt the book must still hold. */
+const isResolution = (how: Settle): boolean => how === "confirmed" || how === "void";
 
 /** How long attempts are kept at the longest: past StoreLink's 7-day retention of keys. */
 export const ATTEMPT_TTL_MS = 8 * 24 * HOUR_MS;
