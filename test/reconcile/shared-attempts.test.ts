@@ -68,6 +68,37 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
     return { orderCap, recorder, keys, reconciler, shared };
   }
 
+  /**
+   * A replica whose reconciler logs to files in `dir` (it reads the audit lines there, its own
+   * and others'); `onLine` runs after each of its audit lines is durable.
+   */
+  async function resolverOn(
+    storelink: ScriptedStoreLink,
+    dir: string,
+    options: { leaseMs?: number; onLine?: () => Promise<void> } = {},
+  ) {
+    const r = await replica(storelink);
+    const recorder = createRecorder({ dir, warn: () => {} });
+    const audit = recorder.audit.bind(recorder);
+    recorder.audit = async (record, context) => {
+      const whole = await audit(record, context);
+      await options.onLine?.();
+      return whole;
+    };
+    const reconciler = new Reconciler(
+      { storelink, keys: r.keys, orderCap: r.orderCap, recorder },
+      {
+        graceMs: 60_000,
+        intervalMs: 60_000,
+        sendingMs: 0,
+        catchUpMs: 0,
+        leaseMs: options.leaseMs,
+        logDir: dir,
+      },
+    );
+    return { ...r, recorder, reconciler };
+  }
+
   it("an attempt whose replica never settled it (killed mid-write) is resolved by the other replicas, exactly once", async () => {
     const storelink = new ScriptedStoreLink(new InMemoryStoreLink());
     const a = await replica(storelink);
@@ -112,35 +143,23 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
 
     // Resolver A's line is durable, and then A is gone: its connection to the book with it.
     const leaseMs = 300;
-    const resolverOn = async (onLine?: () => Promise<void>) => {
-      const r = await replica(storelink);
-      const recorder = createRecorder({ dir, warn: () => {} });
-      const audit = recorder.audit.bind(recorder);
-      recorder.audit = async (record, context) => {
-        const whole = await audit(record, context);
-        await onLine?.();
-        return whole;
-      };
-      const reconciler = new Reconciler(
-        { storelink, keys: r.keys, orderCap: r.orderCap, recorder },
-        { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, leaseMs, logDir: dir },
-      );
-      return { ...r, recorder, reconciler };
-    };
     const resolvedLines = () =>
       readFileSync(join(dir, "audit.log"), "utf8")
         .split("\n")
         .filter((line) => / RESOLVED .* req=req_b{32} /.test(line));
     try {
-      const a = await resolverOn(async () => {
-        await a.shared.close();
+      const a = await resolverOn(storelink, dir, {
+        leaseMs,
+        onLine: async () => {
+          await a.shared.close();
+        },
       });
       expect(await a.reconciler.run()).toMatchObject({ created: 0, errors: 1 });
       expect(resolvedLines()).toHaveLength(1);
       await a.recorder.close();
 
       // B finds the attempt still in the book, claimed; after the lease it is B's.
-      const b = await resolverOn();
+      const b = await resolverOn(storelink, dir, { leaseMs });
       await new Promise((resolve) => setTimeout(resolve, leaseMs + 100));
       expect(await b.reconciler.run()).toMatchObject({ created: 1, errors: 0 });
       await b.recorder.close();
@@ -163,28 +182,15 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
       `req_${"e".repeat(32)}`,
       "settled-once-order-0001",
     );
-    const resolverOn = async (onLine?: () => Promise<void>) => {
-      const r = await replica(storelink);
-      const recorder = createRecorder({ dir, warn: () => {} });
-      const audit = recorder.audit.bind(recorder);
-      recorder.audit = async (record, context) => {
-        const whole = await audit(record, context);
-        await onLine?.();
-        return whole;
-      };
-      const reconciler = new Reconciler(
-        { storelink, keys: r.keys, orderCap: r.orderCap, recorder },
-        { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, logDir: dir },
-      );
-      return { ...r, recorder, reconciler };
-    };
     try {
       // B's whole pass runs between A's durable line and A's settle of the book: B reads A's
       // line, finds the attempt still in the book, and settles it from the line.
-      const b = await resolverOn();
+      const b = await resolverOn(storelink, dir);
       let bReport: Awaited<ReturnType<Reconciler["run"]>> | undefined;
-      const a = await resolverOn(async () => {
-        bReport = await b.reconciler.run();
+      const a = await resolverOn(storelink, dir, {
+        onLine: async () => {
+          bReport = await b.reconciler.run();
+        },
       });
       const aReport = await a.reconciler.run();
       await a.recorder.close();
@@ -243,14 +249,9 @@ describe.runIf(REDIS_AVAILABLE)("attempts on the shared limits store", () => {
         await writerLog.close();
         expect(lines()).toHaveLength(1);
 
-        const other = await replica(storelink);
-        const recorder = createRecorder({ dir, warn: () => {} });
-        const reconciler = new Reconciler(
-          { storelink, keys: other.keys, orderCap: other.orderCap, recorder },
-          { graceMs: 60_000, intervalMs: 60_000, sendingMs: 0, catchUpMs: 0, logDir: dir },
-        );
-        expect(await reconciler.run()).toMatchObject({ created: 1, errors: 0 });
-        await recorder.close();
+        const other = await resolverOn(storelink, dir);
+        expect(await other.reconciler.run()).toMatchObject({ created: 1, errors: 0 });
+        await other.recorder.close();
         expect(lines()).toHaveLength(1);
         expect(await other.orderCap.attempts()).toEqual([]);
       } finally {
