@@ -352,6 +352,9 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
 };
 
+/** Every server's answers over all its load runs, warm-ups included (what a profile covers). */
+const answeredBy = new Map<Running, number>();
+
 /**
  * One load run of a case against a server: throughput, latency and the server's CPU per answered
  * request (its user + system time over the run, all threads, divided by the answers; autocannon
@@ -400,6 +403,7 @@ async function load(target: Running, connections: number, duration: number, name
     );
   }
   const answered = result.requests.total;
+  answeredBy.set(target, (answeredBy.get(target) ?? 0) + answered);
   return {
     rps: result.requests.average,
     p50: result.latency.p50,
@@ -588,37 +592,50 @@ async function main(): Promise<void> {
   };
   const phaseStart = { mcp: phase("mcp"), otel: phase("otel") };
   const sinkStart = { ...sink.traces, metricsBytes: sink.metrics.bytes };
-  for (let rep = 0; rep < REPS; rep++) {
-    for (const c of CONNECTIONS) {
-      for (const name of CASE_NAMES) {
-        const slot = runs.get(key(name, c));
-        if (!slot) continue;
-        // Alternate which goes first: other work on the machine drifts over time.
-        const contenders = contendersOf(name);
-        const order = rep % 2 === 0 ? contenders : [...contenders].reverse();
-        const said = (who: string, r: Sample) =>
-          process.stderr.write(
-            `rep ${rep + 1} ${caseOf(name).label} c=${c} ${who}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99} cpu ${fmt(r.cpuUs)} us/req\n`,
-          );
-        for (const who of order) {
-          const r = await load(server(who, name) as Running, c, DURATION_S, name);
-          slot[who].push(r);
-          said(who, r);
-        }
-        if (otel) {
-          // Off and on side by side: both loaded at once, each with the case's connections, so
-          // both meet the same machine in the same seconds (runs one after the other met
-          // different ones: an A/A pair of identical servers ranged 0.76x to 1.70x).
-          // Which starts first alternates too: the first started gets its connections first.
-          const offFirst = rep % 2 === 0;
-          const first = load(offFirst ? mcp : otel, c, DURATION_S, name);
-          const second = load(offFirst ? otel : mcp, c, DURATION_S, name);
-          const [a, b] = await Promise.all([first, second]);
-          const [off, on] = offFirst ? [a, b] : [b, a];
-          slot.pairOff.push(off);
-          slot.otel.push(on);
-          said("off, side by side", off);
-          said("on, side by side", on);
+  // With telemetry, two passes: the on/off pairs first, then the comparisons (off alone, Express,
+  // the baseline), so the two servers of a pair have the same history up to it. Off alone before
+  // each pair made the pairs unequal: an A/A run (two identical servers) gave 1.03x that way, and
+  // telemetry on with nothing sampled 1.08x to 1.14x after a pass of off alone, 1.02x to 1.04x
+  // pairs first. Profiled, only the pairs: both profiles then cover the same load.
+  const passes = !otel
+    ? (["alone"] as const)
+    : PROFILE_DIR === undefined
+      ? (["pairs", "alone"] as const)
+      : (["pairs"] as const);
+  for (const pass of passes) {
+    for (let rep = 0; rep < REPS; rep++) {
+      for (const c of CONNECTIONS) {
+        for (const name of CASE_NAMES) {
+          const slot = runs.get(key(name, c));
+          if (!slot) continue;
+          const said = (who: string, r: Sample) =>
+            process.stderr.write(
+              `rep ${rep + 1} ${caseOf(name).label} c=${c} ${who}: ${fmt(r.rps)} req/s p50 ${r.p50} p99 ${r.p99} cpu ${fmt(r.cpuUs)} us/req\n`,
+            );
+          if (pass === "alone") {
+            // Alternate which goes first: other work on the machine drifts over time.
+            const contenders = contendersOf(name);
+            const order = rep % 2 === 0 ? contenders : [...contenders].reverse();
+            for (const who of order) {
+              const r = await load(server(who, name) as Running, c, DURATION_S, name);
+              slot[who].push(r);
+              said(who, r);
+            }
+          } else if (otel) {
+            // Off and on side by side: both loaded at once, each with the case's connections, so
+            // both meet the same machine in the same seconds (runs one after the other met
+            // different ones: an A/A pair of identical servers ranged 0.76x to 1.70x).
+            // Which starts first alternates too: the first started gets its connections first.
+            const offFirst = rep % 2 === 0;
+            const first = load(offFirst ? mcp : otel, c, DURATION_S, name);
+            const second = load(offFirst ? otel : mcp, c, DURATION_S, name);
+            const [a, b] = await Promise.all([first, second]);
+            const [off, on] = offFirst ? [a, b] : [b, a];
+            slot.pairOff.push(off);
+            slot.otel.push(on);
+            said("off, side by side", off);
+            said("on, side by side", on);
+          }
         }
       }
     }
@@ -631,6 +648,11 @@ async function main(): Promise<void> {
   const otelRss = otel ? rssMb(otel.child.pid ?? 0) : Number.NaN;
   const bareRss = rssMb(bare.legacy?.child.pid ?? 0);
   const beforeRss = before ? rssMb(before.child.pid ?? 0) : Number.NaN;
+  if (PROFILE_DIR !== undefined) {
+    process.stderr.write(
+      `answered in all (the profiles' span): off ${answeredBy.get(mcp) ?? 0}${otel ? `, on ${answeredBy.get(otel) ?? 0}` : ""}\n`,
+    );
+  }
   if (before) await stop(before);
   await stop(mcp);
   // Its stop flushes what is still batched: counted with the rest.
@@ -686,7 +708,8 @@ async function main(): Promise<void> {
     const label = caseOf(name).label;
     for (const c of CONNECTIONS) {
       const slot = runs.get(key(name, c));
-      if (!slot) continue;
+      // Profiled with --telemetry, off never ran alone: nothing to compare.
+      if (!slot || slot.mcp.length === 0) continue;
       const ratio = med(slot.mcp, "rps") / med(slot.bare, "rps");
       const target = TARGETS.ratio;
       const m = {
