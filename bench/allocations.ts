@@ -85,6 +85,7 @@ function tally(profile: { head: ProfileNode }, calls: number) {
   return {
     perCall: total / calls,
     top: top.map(([site, bytes]) => [site, bytes / calls] as const),
+    bySite: new Map([...bySite].map(([site, bytes]) => [site, bytes / calls])),
   };
 }
 
@@ -159,6 +160,12 @@ try {
     ...(before ? [`before (${BASELINE}), telemetry off: ${before.perCall.toFixed(0)} B`] : []),
     "\nmost allocated, telemetry off (bytes per call, function where allocated):",
     ...off.top.map(([site, bytes]) => `${bytes.toFixed(0).padStart(7)}  ${site}`),
+    "\nwhat telemetry on adds (bytes per call, on minus off, function where allocated):",
+    ...[...new Set([...on.bySite.keys(), ...off.bySite.keys()])]
+      .map((site) => [site, (on.bySite.get(site) ?? 0) - (off.bySite.get(site) ?? 0)] as const)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, TOP)
+      .map(([site, bytes]) => `${bytes.toFixed(0).padStart(7)}  ${site}`),
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 } finally {
