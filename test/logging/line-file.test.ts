@@ -164,4 +164,97 @@ describe("LineFile", () => {
       expect(warnings).toEqual([]);
     });
   });
+  describe("the deletion check of plain lines: at most one per 100 ms, and no line lost to it", () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    /** Counts FileHandle.stat calls (the deletion check) while `run` runs. */
+    async function countingStats(run: () => Promise<void>): Promise<number> {
+      const probe = await open(join(dir, "probe"), "w");
+      const prototype = Object.getPrototypeOf(probe) as { stat: () => Promise<unknown> };
+      await probe.close();
+      const stat = vi.spyOn(prototype, "stat");
+      try {
+        await run();
+        return stat.mock.calls.length;
+      } finally {
+        stat.mockRestore();
+      }
+    }
+
+    it("plain lines written within 100 ms share one check; durable lines are each checked", async () => {
+      vi.useFakeTimers({ toFake: ["performance"] });
+      const path = join(dir, "trace.jsonl");
+      const file = new LineFile(path, warn);
+      expect(await file.append("first")).toBe(true);
+      const plain = await countingStats(async () => {
+        for (let i = 0; i < 50; i++) expect(await file.append(`plain ${i}`)).toBe(true);
+      });
+      expect(plain).toBe(0);
+      const durable = await countingStats(async () => {
+        for (let i = 0; i < 3; i++)
+          expect(await file.append(`d ${i}`, { durable: true })).toBe(true);
+      });
+      expect(durable).toBe(3);
+      await file.close();
+      expect((await readFile(path, "utf8")).split("\n")).toHaveLength(1 + 50 + 3 + 1);
+    });
+
+    it("a megabyte of plain lines is checked at once, whatever the clock", async () => {
+      vi.useFakeTimers({ toFake: ["performance"] });
+      const file = new LineFile(join(dir, "big.jsonl"), warn);
+      expect(await file.append("first")).toBe(true);
+      const line = "x".repeat(64 * 1024);
+      const checks = await countingStats(async () => {
+        for (let i = 0; i < 20; i++) expect(await file.append(line)).toBe(true);
+      });
+      expect(checks).toBe(1);
+      await file.close();
+    });
+
+    it("deleted, then plain lines and nothing more: they reach the recreated file on their own", async () => {
+      const path = join(dir, "log", "trace.jsonl");
+      const file = new LineFile(path, warn);
+      expect(await file.append("before")).toBe(true);
+      await rm(join(dir, "log"), { recursive: true, force: true });
+      for (const line of ["after 1", "after 2"]) expect(await file.append(line)).toBe(true);
+      await vi.waitFor(
+        async () => {
+          expect(await readFile(path, "utf8").catch(() => "")).toBe("after 1\nafter 2\n");
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+      expect(warnings.map((w) => w.message)).toEqual([
+        `log file ${path} was deleted; it was recreated and its lines are written there`,
+      ]);
+      await file.close();
+      expect(await readFile(path, "utf8")).toBe("after 1\nafter 2\n");
+    });
+
+    it("deleted, then plain lines, then close at once: close writes them again first", async () => {
+      vi.useFakeTimers({ toFake: ["performance"] });
+      const path = join(dir, "log", "trace.jsonl");
+      const file = new LineFile(path, warn);
+      expect(await file.append("before")).toBe(true);
+      await rm(join(dir, "log"), { recursive: true, force: true });
+      expect(await file.append("after")).toBe(true);
+      await file.close();
+      expect(await readFile(path, "utf8")).toBe("after\n");
+      expect(warnings).toHaveLength(1);
+    });
+
+    it("deleted, plain lines, then a durable one: all are in the recreated file when it resolves", async () => {
+      vi.useFakeTimers({ toFake: ["performance"] });
+      const path = join(dir, "log", "mixed.log");
+      const file = new LineFile(path, warn);
+      expect(await file.append("before")).toBe(true);
+      await rm(join(dir, "log"), { recursive: true, force: true });
+      expect(await file.append("plain")).toBe(true);
+      expect(await file.append("durable", { durable: true })).toBe(true);
+      expect(await readFile(path, "utf8")).toBe("plain\ndurable\n");
+      await file.close();
+      expect(await readFile(path, "utf8")).toBe("plain\ndurable\n");
+    });
+  });
 });
