@@ -544,8 +544,11 @@ async function main(): Promise<void> {
   // Raw node:http, the machine's ceiling: only in the plain run (telemetry's compares on/off).
   const raw = withTelemetry ? undefined : await eachAnswer(RAW_HTTP);
   type Who = "mcp" | "bare" | "raw" | "before" | "otel";
-  /** Telemetry's pairs: off ("pairOff") and on ("otel"), loaded at once (see the rep loop). */
-  type Slot = Record<Who | "pairOff", Sample[]>;
+  /**
+   * Pairs loaded at once (see the rep loop): telemetry's off ("pairOff") and on ("otel"), and
+   * the baseline's before ("pairBefore") and after ("pairAfter").
+   */
+  type Slot = Record<Who | "pairOff" | "pairBefore" | "pairAfter", Sample[]>;
   const server = (who: Who, name: CaseName): Running | undefined => {
     const answer = caseOf(name).express;
     if (who === "bare") return answer === undefined ? undefined : bare[answer];
@@ -582,7 +585,10 @@ async function main(): Promise<void> {
   const runs = new Map<string, Slot>();
   for (const name of CASE_NAMES) {
     for (const c of connectionsOf(name)) {
-      runs.set(key(name, c), { mcp: [], bare: [], raw: [], before: [], otel: [], pairOff: [] });
+      runs.set(key(name, c), {
+        ...{ mcp: [], bare: [], raw: [], before: [], otel: [] },
+        ...{ pairOff: [], pairBefore: [], pairAfter: [] },
+      });
     }
   }
   // The whole measured phase too: an export that lands between runs is still the process's CPU.
@@ -592,16 +598,16 @@ async function main(): Promise<void> {
   };
   const phaseStart = { mcp: phase("mcp"), otel: phase("otel") };
   const sinkStart = { ...sink.traces, metricsBytes: sink.metrics.bytes };
-  // With telemetry, two passes: the on/off pairs first, then the comparisons (off alone, Express,
-  // the baseline), so the two servers of a pair have the same history up to it. Off alone before
-  // each pair made the pairs unequal: an A/A run (two identical servers) gave 1.03x that way, and
-  // telemetry on with nothing sampled 1.08x to 1.14x after a pass of off alone, 1.02x to 1.04x
-  // pairs first. Profiled, only the pairs: both profiles then cover the same load.
-  const passes = !otel
-    ? (["alone"] as const)
-    : PROFILE_DIR === undefined
-      ? (["pairs", "alone"] as const)
-      : (["pairs"] as const);
+  // With telemetry or a baseline, two passes: the pairs first (on/off, after/before), then the
+  // comparisons (off alone, Express, the baseline alone), so the two servers of a pair have the
+  // same history up to it. Off alone before each pair made the pairs unequal: an A/A run (two
+  // identical servers) gave 1.03x that way, and telemetry on with nothing sampled 1.08x to 1.14x
+  // after a pass of off alone, 1.02x to 1.04x pairs first. Profiled, only the pairs: both
+  // profiles then cover the same load.
+  const passes = [
+    ...(otel || before ? (["pairs"] as const) : []),
+    ...(otel && PROFILE_DIR !== undefined ? [] : (["alone"] as const)),
+  ];
   for (const pass of passes) {
     for (let rep = 0; rep < REPS; rep++) {
       for (const c of CONNECTIONS) {
@@ -621,20 +627,32 @@ async function main(): Promise<void> {
               slot[who].push(r);
               said(who, r);
             }
-          } else if (otel) {
-            // Off and on side by side: both loaded at once, each with the case's connections, so
-            // both meet the same machine in the same seconds (runs one after the other met
-            // different ones: an A/A pair of identical servers ranged 0.76x to 1.70x).
-            // Which starts first alternates too: the first started gets its connections first.
-            const offFirst = rep % 2 === 0;
-            const first = load(offFirst ? mcp : otel, c, DURATION_S, name);
-            const second = load(offFirst ? otel : mcp, c, DURATION_S, name);
-            const [a, b] = await Promise.all([first, second]);
-            const [off, on] = offFirst ? [a, b] : [b, a];
-            slot.pairOff.push(off);
-            slot.otel.push(on);
-            said("off, side by side", off);
-            said("on, side by side", on);
+          } else {
+            // Side by side: both loaded at once, each with the case's connections, so both meet
+            // the same machine in the same seconds (runs one after the other met different
+            // ones: an A/A pair of identical servers ranged 0.76x to 1.70x). Which starts first
+            // alternates too: the first started gets its connections first.
+            const pair = async (a: Running, b: Running): Promise<[Sample, Sample]> => {
+              const aFirst = rep % 2 === 0;
+              const first = load(aFirst ? a : b, c, DURATION_S, name);
+              const second = load(aFirst ? b : a, c, DURATION_S, name);
+              const [x, y] = await Promise.all([first, second]);
+              return aFirst ? [x, y] : [y, x];
+            };
+            if (otel) {
+              const [off, on] = await pair(mcp, otel);
+              slot.pairOff.push(off);
+              slot.otel.push(on);
+              said("off, side by side", off);
+              said("on, side by side", on);
+            }
+            if (before) {
+              const [after, earlier] = await pair(mcp, before);
+              slot.pairAfter.push(after);
+              slot.pairBefore.push(earlier);
+              said("after, side by side", after);
+              said("before, side by side", earlier);
+            }
           }
         }
       }
@@ -827,7 +845,7 @@ async function main(): Promise<void> {
   if (before) {
     lines.push(`\nbefore (${BASELINE}) and after, same run (medians):`);
     lines.push(
-      "case | conns | before req/s | after req/s | before us/req | after us/req | before ratio | after ratio",
+      "case | conns | before req/s | after req/s | before us/req | after us/req | before ratio | after ratio | after/before CPU side by side, median of pairs (range)",
     );
     for (const name of CASE_NAMES) {
       for (const c of connectionsOf(name)) {
@@ -836,8 +854,11 @@ async function main(): Promise<void> {
         const b = med(slot.bare, "rps");
         const ratio = (who: "before" | "mcp") =>
           slot.bare.length === 0 ? "-" : `${fmt(med(slot[who], "rps") / b, 2)}x`;
+        const paired = slot.pairAfter.map(
+          (r, i) => r.cpuUs / (slot.pairBefore[i]?.cpuUs ?? Number.NaN),
+        );
         lines.push(
-          `${caseOf(name).label} | ${c} | ${fmt(med(slot.before, "rps"))} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.before, "cpuUs"))} | ${fmt(med(slot.mcp, "cpuUs"))} | ${ratio("before")} | ${ratio("mcp")}`,
+          `${caseOf(name).label} | ${c} | ${fmt(med(slot.before, "rps"))} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.before, "cpuUs"))} | ${fmt(med(slot.mcp, "cpuUs"))} | ${ratio("before")} | ${ratio("mcp")} | ${fmt(median(paired), 2)}x (${fmt(Math.min(...paired), 2)}-${fmt(Math.max(...paired), 2)})`,
         );
       }
     }
