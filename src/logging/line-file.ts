@@ -39,11 +39,6 @@ const REOPEN_AFTER_MS = 5_000;
 // How often, at most, the path is checked for a file moved away (rotated by rename).
 const MOVED_CHECK_MS = 1_000;
 
-// How long, at most, plain lines wait for the check that their file was not deleted (below);
-// and how many of their bytes, at most, are kept until then.
-const LINK_CHECK_MS = 100;
-const MAX_UNCHECKED_BYTES = 1 << 20;
-
 /**
  * An append-only file of whole lines.
  *
@@ -58,19 +53,13 @@ const MAX_UNCHECKED_BYTES = 1 << 20;
  *   With `retain`, lines that could not be written wait (up to MAX_RETAINED) and are written,
  *   first and in order, once the file takes lines again; otherwise they are dropped. A later, new
  *   problem (after a successful write) is reported again.
- * - The file deleted under it (`rm -rf` of the log directory) is noticed by a check of the open
- *   handle (`fstat`): the handle would otherwise keep writing into an unlinked inode nobody can
- *   read. It reopens (recreating the directory), writes the lines written since the last check
- *   again into the new file, and warns. If it cannot reopen (a file where the directory was), the
- *   warning says lines are dropped. The check runs after every write of a durable line and every
- *   write of a file that retains its lines (the audit), before the write is reported done; for
- *   other lines (the trace) at most LINK_CHECK_MS after their write (or once MAX_UNCHECKED_BYTES
- *   wait, or at close), their bytes kept until then: a check per write was a trip to the thread
- *   pool for every read the service answers.
- * - The file moved away (rotated by a rename, as logrotate does by default) is noticed at the
- *   first check MOVED_CHECK_MS or more after the last: the lines until then are in the moved
- *   file, the next ones go to a file at the path (the one the rotation created, or a new one),
- *   and it warns once.
+ * - The file deleted under it (`rm -rf` of the log directory) is noticed after the next write:
+ *   the open handle would otherwise keep writing into an unlinked inode nobody can read. It
+ *   reopens (recreating the directory), writes those lines again into the new file, and warns.
+ *   If it cannot reopen (a file where the directory was), the warning says lines are dropped.
+ * - The file moved away (rotated by a rename, as logrotate does by default) is noticed within
+ *   MOVED_CHECK_MS after a write: the lines until then are in the moved file, the next ones go to
+ *   a file at the path (the one the rotation created, or a new one), and it warns once.
  * - A file left ending mid-line (its writer was killed in the middle of a write) gets a newline
  *   first, so the torn line stays a torn line and the first line written here is whole.
  * - Once `close()` has been called, a line is still written: synchronously (and synced, if
@@ -86,16 +75,8 @@ export class LineFile {
   #flushing: Promise<void> | undefined;
   #warned = false;
   #closed = false;
-  /** performance.now() after which the next check looks at the path (see #movedAway). */
+  /** performance.now() after which the next write checks the path (see #movedAway). */
   #checkPathAt = 0;
-  /** What was written to the open handle since it was last checked for deletion. */
-  #unchecked: Buffer[] = [];
-  #uncheckedBytes = 0;
-  /** performance.now() after which the next plain write checks the handle at once. */
-  #checkLinkAt = 0;
-  /** The check of plain lines' handle is due (its timer fired, or the file is closing). */
-  #checkDue = false;
-  #checkTimer: NodeJS.Timeout | undefined;
 
   readonly #retain: boolean;
   /** Lines a failed attempt left, written before any newer line. */
@@ -132,15 +113,8 @@ export class LineFile {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#retry);
-    clearTimeout(this.#checkTimer);
     // A drain started before close() may still pick up lines queued before it: wait for them all.
     while (this.#flushing) await this.#flushing;
-    // Lines not yet checked: in a deleted file they are written again before the handle closes.
-    if (this.#unchecked.length > 0) {
-      this.#checkDue = true;
-      this.#flushing = this.#drain();
-      await this.#flushing;
-    }
     const handle = this.#handle;
     this.#handle = undefined;
     await handle?.close().catch(() => {});
@@ -182,7 +156,7 @@ export class LineFile {
   }
 
   async #drain(): Promise<void> {
-    while (this.#queue.length > 0 || this.#dueRetained() || this.#checkDue) {
+    while (this.#queue.length > 0 || this.#dueRetained()) {
       // Lines a failed attempt left go first, so the file keeps the order lines were made in.
       const batch = this.#retained.concat(this.#queue);
       this.#retained = [];
@@ -197,7 +171,7 @@ export class LineFile {
         if (written) pending.written?.();
         pending.done(written);
       }
-      if (!written && this.#retain && batch.length > 0) this.#keep(batch);
+      if (!written && this.#retain) this.#keep(batch);
       if (!written) break;
     }
     // Cleared in the same tick as the empty-queue check, so no append can be left unflushed.
@@ -227,34 +201,12 @@ export class LineFile {
     this.#retry.unref();
   }
 
-  /**
-   * Whether the batch is whole on disk: in the file at the path, or for plain lines (see the
-   * class comment) in the open file, checked later. An empty batch is the due check alone.
-   */
+  /** Whether the batch is whole on disk. */
   async #write(batch: Pending[]): Promise<boolean> {
-    if (batch.length === 0 && this.#unchecked.length === 0) {
-      this.#checkDue = false;
-      return true;
-    }
     let handle = await this.#open();
     if (!handle) return false;
-    if (batch.length > 0) {
-      const buffer = Buffer.from(batch.map((p) => p.data).join(""), "utf8");
-      await writeAll(handle, buffer);
-      this.#unchecked.push(buffer);
-      this.#uncheckedBytes += buffer.length;
-    }
-    const durable = batch.some((p) => p.durable);
-    if (!durable && !this.#retain && !this.#checkNow()) {
-      this.#scheduleCheck();
-      this.#warned = false;
-      return true;
-    }
-    const unchecked = this.#unchecked;
-    this.#unchecked = [];
-    this.#uncheckedBytes = 0;
-    this.#checkDue = false;
-    this.#checkLinkAt = performance.now() + LINK_CHECK_MS;
+    const buffer = Buffer.from(batch.map((p) => p.data).join(""), "utf8");
+    await writeAll(handle, buffer);
     const opened = await handle.stat();
     // nlink 0: the file was deleted while open, so these lines went nowhere readable.
     if (opened.nlink === 0) {
@@ -263,13 +215,13 @@ export class LineFile {
       // Reported after the fact, so the warning says what happened: rewritten, or dropped.
       handle = await this.#open("it was deleted");
       if (!handle) return false;
-      await writeAll(handle, Buffer.concat(unchecked));
+      await writeAll(handle, buffer);
       this.#report(
         `log file ${this.path} was deleted; it was recreated and its lines are written there`,
         "ENOENT",
       );
     }
-    if (durable) await handle.datasync();
+    if (batch.some((p) => p.durable)) await handle.datasync();
     // Written: a later, different problem deserves its own warning.
     this.#warned = false;
     if (opened.nlink > 0 && (await this.#movedAway(opened))) {
@@ -282,29 +234,6 @@ export class LineFile {
       );
     }
     return true;
-  }
-
-  /** Whether the open handle is checked with this write (see the class comment). */
-  #checkNow(): boolean {
-    return (
-      this.#checkDue ||
-      this.#uncheckedBytes >= MAX_UNCHECKED_BYTES ||
-      performance.now() >= this.#checkLinkAt
-    );
-  }
-
-  /** The check of plain lines written since the last one, LINK_CHECK_MS after it at most. */
-  #scheduleCheck(): void {
-    if (this.#checkTimer !== undefined || this.#closed) return;
-    this.#checkTimer = setTimeout(
-      () => {
-        this.#checkTimer = undefined;
-        this.#checkDue = true;
-        this.#flushing ??= this.#drain();
-      },
-      Math.max(0, this.#checkLinkAt - performance.now()),
-    );
-    this.#checkTimer.unref();
   }
 
   /** Whether the path no longer names the open file (checked at most every MOVED_CHECK_MS). */
