@@ -586,8 +586,14 @@ async function main(): Promise<void> {
   for (const name of CASE_NAMES) {
     for (const c of connectionsOf(name)) {
       runs.set(key(name, c), {
-        ...{ mcp: [], bare: [], raw: [], before: [], otel: [] },
-        ...{ pairOff: [], pairBefore: [], pairAfter: [] },
+        mcp: [],
+        bare: [],
+        raw: [],
+        before: [],
+        otel: [],
+        pairOff: [],
+        pairBefore: [],
+        pairAfter: [],
       });
     }
   }
@@ -646,6 +652,7 @@ async function main(): Promise<void> {
               said("off, side by side", off);
               said("on, side by side", on);
             }
+            // With both, this build runs two pairs a repetition to on's one (a rarer run).
             if (before) {
               const [after, earlier] = await pair(mcp, before);
               slot.pairAfter.push(after);
@@ -716,6 +723,11 @@ async function main(): Promise<void> {
   );
   const med = (samples: Sample[], field: "rps" | "p50" | "p99" | "cpuUs") =>
     median(samples.map((r) => r[field]));
+  /** Each run of `of` against the run loaded beside it (`against`): CPU per request, of/against. */
+  const pairedCpu = (of: Sample[], against: Sample[]): number[] =>
+    of.map((r, i) => r.cpuUs / (against[i]?.cpuUs ?? Number.NaN));
+  const medianAndRange = (ratios: number[]): string =>
+    `${fmt(median(ratios), 2)}x (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)})`;
   lines.push(
     "case | conns | MCP req/s | Express req/s | ratio | node:http req/s | ratio to node:http | MCP p50/p99 ms | Express p50/p99 ms | MCP us/req | Express us/req | node:http us/req | Express/MCP CPU",
   );
@@ -801,7 +813,7 @@ async function main(): Promise<void> {
         const off = med(slot.pairOff, "cpuUs");
         const on = med(slot.otel, "cpuUs");
         // Each on run against the off run loaded beside it, in the same seconds.
-        const paired = slot.otel.map((r, i) => r.cpuUs / (slot.pairOff[i]?.cpuUs ?? Number.NaN));
+        const paired = pairedCpu(slot.otel, slot.pairOff);
         const factor = median(paired);
         allPairs.push(...paired);
         // The off server also ran the Express comparison: those runs are its measured runs too.
@@ -815,7 +827,7 @@ async function main(): Promise<void> {
           }
         }
         lines.push(
-          `${caseOf(name).label} | ${c} | ${fmt(off)} | ${fmt(on)} | ${fmt(on / off, 2)}x | ${fmt(factor, 2)}x (${fmt(Math.min(...paired), 2)}-${fmt(Math.max(...paired), 2)}) | ${fmt(med(slot.pairOff, "rps"))} | ${fmt(med(slot.otel, "rps"))} | ${med(slot.otel, "p50")}/${med(slot.otel, "p99")}`,
+          `${caseOf(name).label} | ${c} | ${fmt(off)} | ${fmt(on)} | ${fmt(on / off, 2)}x | ${medianAndRange(paired)} | ${fmt(med(slot.pairOff, "rps"))} | ${fmt(med(slot.otel, "rps"))} | ${med(slot.otel, "p50")}/${med(slot.otel, "p99")}`,
         );
         lines.push(
           check(
@@ -854,11 +866,8 @@ async function main(): Promise<void> {
         const b = med(slot.bare, "rps");
         const ratio = (who: "before" | "mcp") =>
           slot.bare.length === 0 ? "-" : `${fmt(med(slot[who], "rps") / b, 2)}x`;
-        const paired = slot.pairAfter.map(
-          (r, i) => r.cpuUs / (slot.pairBefore[i]?.cpuUs ?? Number.NaN),
-        );
         lines.push(
-          `${caseOf(name).label} | ${c} | ${fmt(med(slot.before, "rps"))} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.before, "cpuUs"))} | ${fmt(med(slot.mcp, "cpuUs"))} | ${ratio("before")} | ${ratio("mcp")} | ${fmt(median(paired), 2)}x (${fmt(Math.min(...paired), 2)}-${fmt(Math.max(...paired), 2)})`,
+          `${caseOf(name).label} | ${c} | ${fmt(med(slot.before, "rps"))} | ${fmt(med(slot.mcp, "rps"))} | ${fmt(med(slot.before, "cpuUs"))} | ${fmt(med(slot.mcp, "cpuUs"))} | ${ratio("before")} | ${ratio("mcp")} | ${medianAndRange(pairedCpu(slot.pairAfter, slot.pairBefore))}`,
         );
       }
     }
