@@ -638,27 +638,24 @@ async function main(): Promise<void> {
             // the same machine in the same seconds (runs one after the other met different
             // ones: an A/A pair of identical servers ranged 0.76x to 1.70x). Which starts first
             // alternates too: the first started gets its connections first.
-            const pair = async (a: Running, b: Running): Promise<[Sample, Sample]> => {
+            const pair = async (
+              [a, runsOfA, nameOfA]: [Running, Sample[], string],
+              [b, runsOfB, nameOfB]: [Running, Sample[], string],
+            ): Promise<void> => {
               const aFirst = rep % 2 === 0;
               const first = load(aFirst ? a : b, c, DURATION_S, name);
               const second = load(aFirst ? b : a, c, DURATION_S, name);
               const [x, y] = await Promise.all([first, second]);
-              return aFirst ? [x, y] : [y, x];
+              const [ofA, ofB] = aFirst ? [x, y] : [y, x];
+              runsOfA.push(ofA);
+              runsOfB.push(ofB);
+              said(`${nameOfA}, side by side`, ofA);
+              said(`${nameOfB}, side by side`, ofB);
             };
-            if (otel) {
-              const [off, on] = await pair(mcp, otel);
-              slot.pairOff.push(off);
-              slot.otel.push(on);
-              said("off, side by side", off);
-              said("on, side by side", on);
-            }
+            if (otel) await pair([mcp, slot.pairOff, "off"], [otel, slot.otel, "on"]);
             // With both, this build runs two pairs a repetition to on's one (a rarer run).
             if (before) {
-              const [after, earlier] = await pair(mcp, before);
-              slot.pairAfter.push(after);
-              slot.pairBefore.push(earlier);
-              said("after, side by side", after);
-              said("before, side by side", earlier);
+              await pair([mcp, slot.pairAfter, "after"], [before, slot.pairBefore, "before"]);
             }
           }
         }
