@@ -16,7 +16,9 @@
  * with `tsx bench/profile-top.ts`. Profiling costs CPU: that run's figures are not the bench's.
  * `BENCH_BASELINE=/path/to/checkout npm run bench` adds that checkout's built service (its own
  * `npm run build` done) to the same alternated run (every case, the write included), cold starts
- * and RSS: a change measured before and after, side by side, on one machine at one time.
+ * and RSS: a change measured before and after, side by side, on one machine at one time. With
+ * --telemetry and `BENCH_BASELINE_TELEMETRY=1`, the baseline runs with telemetry on and is paired
+ * with this build's telemetry-on server: a change to telemetry measured side by side.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -43,6 +45,7 @@ const NODE = process.env.BENCH_NODE || process.execPath;
 const INSTANCE_HEAP = "--max-old-space-size=256";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
+const BASELINE_TELEMETRY = withTelemetry && process.env.BENCH_BASELINE_TELEMETRY === "1";
 const PROFILE_DIR = process.env.BENCH_CPU_PROF || undefined;
 // BENCH_THREADS=1: each run's CPU per request split: the main thread, the other threads.
 const THREADS = process.env.BENCH_THREADS === "1";
@@ -539,7 +542,12 @@ async function main(): Promise<void> {
         ];
   const mcp = await start(profiled("telemetry-off"));
   const otel = withTelemetry ? await start(profiled("telemetry-on"), TELEMETRY_ENV) : undefined;
-  const before = BASELINE === undefined ? undefined : await start(MCP, {}, BASELINE);
+  const before =
+    BASELINE === undefined
+      ? undefined
+      : await start(MCP, BASELINE_TELEMETRY ? TELEMETRY_ENV : {}, BASELINE);
+  // The baseline's partner in its pairs: this build as the baseline runs.
+  const after = BASELINE_TELEMETRY && otel ? otel : mcp;
   const bare = await eachAnswer(EXPRESS);
   // Raw node:http, the machine's ceiling: only in the plain run (telemetry's compares on/off).
   const raw = withTelemetry ? undefined : await eachAnswer(RAW_HTTP);
@@ -655,7 +663,7 @@ async function main(): Promise<void> {
             if (otel) await pair([mcp, slot.pairOff, "off"], [otel, slot.otel, "on"]);
             // With both, this build runs two pairs a repetition to on's one (a rarer run).
             if (before) {
-              await pair([mcp, slot.pairAfter, "after"], [before, slot.pairBefore, "before"]);
+              await pair([after, slot.pairAfter, "after"], [before, slot.pairBefore, "before"]);
             }
           }
         }
