@@ -861,6 +861,11 @@ async function main(): Promise<void> {
   }
   if (before) {
     lines.push(`\nbefore (${BASELINE}) and after, same run (medians):`);
+    if (BASELINE_TELEMETRY) {
+      lines.push(
+        "(the baseline ran with telemetry on: the side-by-side column pairs it with this build's telemetry-on server; the alone columns put it beside this build with telemetry off)",
+      );
+    }
     lines.push(
       "case | conns | before req/s | after req/s | before us/req | after us/req | before ratio | after ratio | after/before CPU side by side, median of pairs (range)",
     );
