@@ -19,6 +19,8 @@
  * and RSS: a change measured before and after, side by side, on one machine at one time. With
  * --telemetry and `BENCH_BASELINE_TELEMETRY=1`, the baseline runs with telemetry on and is paired
  * with this build's telemetry-on server: a change to telemetry measured side by side.
+ * `BENCH_BASELINE_TELEMETRY_ENV='{...}'` varies the baseline's telemetry alone (with
+ * `BENCH_BASELINE` at this checkout: one build under two samplers, side by side).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -47,7 +49,8 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
 const BASELINE_TELEMETRY = withTelemetry && process.env.BENCH_BASELINE_TELEMETRY === "1";
 const PROFILE_DIR = process.env.BENCH_CPU_PROF || undefined;
-// BENCH_THREADS=1: each run's CPU per request split: the main thread, the other threads.
+// BENCH_THREADS=1: each run's CPU per request split: the main thread's user and system time, the
+// other threads.
 const THREADS = process.env.BENCH_THREADS === "1";
 // Telemetry's budget is a 10% difference in CPU per request: more repetitions to see it.
 // With --telemetry, more and shorter runs: the verdict is the median of paired on/off ratios,
@@ -269,6 +272,11 @@ const TELEMETRY_ENV = {
   ...(JSON.parse(process.env.BENCH_TELEMETRY_ENV ?? "{}") as Record<string, string>),
 };
 
+const BASELINE_TELEMETRY_ENV = {
+  ...TELEMETRY_ENV,
+  ...(JSON.parse(process.env.BENCH_BASELINE_TELEMETRY_ENV ?? "{}") as Record<string, string>),
+};
+
 interface Running {
   child: ChildProcess;
   port: number;
@@ -326,16 +334,22 @@ function cpuMs(pid: number | undefined): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
 }
 
-/** CPU ms of the main thread and of all the others (V8's workers, libuv's pool: Node names none). */
+/** CPU ms of the main thread (user, system) and of all the others (V8's workers, libuv's pool). */
 function threadCpuMs(pid: number | undefined): Map<string, number> {
   const byName = new Map<string, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const name = tid === String(pid) ? "main" : "others";
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
-      byName.set(name, (byName.get(name) ?? 0) + ms);
+      const [user, system] = [Number(fields[11]), Number(fields[12])].map(
+        (ticks) => (ticks * 1000) / CLK_TCK,
+      ) as [number, number];
+      if (tid === String(pid)) {
+        byName.set("main user", user);
+        byName.set("main system", system);
+      } else {
+        byName.set("others", (byName.get("others") ?? 0) + user + system);
+      }
     } catch {
       // The thread ended between the listing and the read.
     }
@@ -545,7 +559,7 @@ async function main(): Promise<void> {
   const before =
     BASELINE === undefined
       ? undefined
-      : await start(MCP, BASELINE_TELEMETRY ? TELEMETRY_ENV : {}, BASELINE);
+      : await start(MCP, BASELINE_TELEMETRY ? BASELINE_TELEMETRY_ENV : {}, BASELINE);
   // The baseline's partner in its pairs: this build as the baseline runs.
   const after = BASELINE_TELEMETRY && otel ? otel : mcp;
   const bare = await eachAnswer(EXPRESS);
