@@ -26,6 +26,16 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /app/dist ./dist
 # The code stays root-owned, read-only to the server; only the log directory is writable.
 RUN mkdir -p /app/log && chown node:node /app/log
+# Node's compile cache: the service is started once here, exactly as the CMD starts it and as the
+# user it runs as (the cache is kept per V8 flag set and per user id), so every start on Cloud
+# Run reads compiled code instead of compiling it (about 60 ms of a start; docs/performance.md).
+# Then root-owned and read-only, like the code it stands for.
+ENV NODE_COMPILE_CACHE=/app/.compile-cache
+COPY scripts/warm-compile-cache.mjs ./scripts/
+RUN mkdir -p /app/.compile-cache && chown node:node /app/.compile-cache \
+  && setpriv --reuid=node --regid=node --init-groups \
+    node scripts/warm-compile-cache.mjs node --min-semi-space-size=8 --max-semi-space-size=8 dist/http.js \
+  && chown -R root:root /app/.compile-cache && chmod -R a-w /app/.compile-cache
 USER node
 EXPOSE 8080
 # Stopping (DEPLOYMENT.md, "Stopping"): tini is PID 1, passes every signal on to node and exits

@@ -67,6 +67,7 @@ describe("Dockerfile", () => {
       const sources = args.filter((a) => !a.startsWith("--")).slice(0, -1);
       const fromBuild = args.some((a) => a.startsWith("--from="));
       if (fromBuild) expect(sources).toEqual(["/app/dist"]);
+      else if (sources.length === 1) expect(sources).toEqual(["scripts/warm-compile-cache.mjs"]);
       else expect(sources.sort()).toEqual(["package-lock.json", "package.json"]);
     }
     expect(all(runtime, "ADD")).toEqual([]);
@@ -107,6 +108,30 @@ describe("Dockerfile", () => {
     expect(runs.some((r) => /\bapt-get install\b.*\btini\b/.test(r))).toBe(true);
   });
 
+  it("warms Node's compile cache with the CMD itself, as the runtime user, and leaves it read-only", () => {
+    const env = all(runtime, "ENV")
+      .map((i) => i.args)
+      .join(" ");
+    const dir = /\bNODE_COMPILE_CACHE=(\S+)/.exec(env)?.[1];
+    expect(dir).toBe("/app/.compile-cache");
+    const cmd = (JSON.parse(all(runtime, "CMD")[0]?.args ?? "") as string[]).join(" ");
+    const warm = all(runtime, "RUN").find((i) => i.args.includes("warm-compile-cache.mjs"));
+    const steps = (warm?.args ?? "").split(/\s*&&\s*/).map((step) => step.replace(/\s+/g, " "));
+    // Warmed as the user the CMD runs as: the cache is kept per user id.
+    const user = all(runtime, "USER").at(-1)?.args;
+    expect(steps).toContain(
+      `setpriv --reuid=${user} --regid=${user} --init-groups node scripts/warm-compile-cache.mjs ${cmd}`,
+    );
+    expect(steps.at(-2)).toBe(`chown -R root:root ${dir}`);
+    expect(steps.at(-1)).toBe(`chmod -R a-w ${dir}`);
+    // The warm-up runs after the code it compiles is in place, and before the image's user is set.
+    const order = runtime.body.map((i) => i);
+    const at = (found: Instruction | undefined) => order.indexOf(found as Instruction);
+    const distCopy = all(runtime, "COPY").find((i) => i.args.includes("/app/dist"));
+    expect(at(warm)).toBeGreaterThan(at(distCopy));
+    expect(at(warm)).toBeLessThan(at(all(runtime, "USER").at(-1)));
+  });
+
   it("runs the same command as `npm run start:http` (which the README and the benchmark use)", () => {
     const cmd = JSON.parse(all(runtime, "CMD")[0]?.args ?? "") as string[];
     const scripts = JSON.parse(read("package.json")).scripts as Record<string, string>;
@@ -125,7 +150,14 @@ describe(".dockerignore", () => {
     const included = lines.slice(1);
     for (const line of included) expect(line.startsWith("!")).toBe(true);
     expect(included.map((l) => l.slice(1).replace(/\/$/, "")).sort()).toEqual(
-      ["package-lock.json", "package.json", "scripts/bundle.mjs", "src", "tsconfig.json"].sort(),
+      [
+        "package-lock.json",
+        "package.json",
+        "scripts/bundle.mjs",
+        "scripts/warm-compile-cache.mjs",
+        "src",
+        "tsconfig.json",
+      ].sort(),
     );
   });
 
