@@ -28,7 +28,7 @@ COPY --from=build /app/dist ./dist
 RUN mkdir -p /app/log && chown node:node /app/log
 # Node's compile cache: the service is started once here, exactly as the CMD starts it and as the
 # user it runs as (the cache is kept per V8 flag set and per user id), so every start on Cloud
-# Run reads compiled code instead of compiling it (about 60 ms of a start; docs/performance.md).
+# Run reads compiled code instead of compiling it (about 60 ms of a start: docs/performance.md).
 # Then root-owned and read-only, like the code it stands for.
 ENV NODE_COMPILE_CACHE=/app/.compile-cache
 COPY scripts/warm-compile-cache.mjs ./scripts/
