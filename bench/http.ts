@@ -45,6 +45,11 @@ const NODE = process.env.BENCH_NODE || process.execPath;
  * heap policy no instance has. Given to every server alike, bare Express and raw node:http too.
  */
 const INSTANCE_HEAP = "--max-old-space-size=256";
+/** Whether NODE has a compile cache (`NODE_COMPILE_CACHE`, Node 22.1 and later). */
+const hasCompileCache =
+  execFileSync(NODE, ["-p", "typeof require('node:module').enableCompileCache"], {
+    encoding: "utf8",
+  }).trim() === "function";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
 const BASELINE_TELEMETRY = withTelemetry && process.env.BENCH_BASELINE_TELEMETRY === "1";
@@ -708,18 +713,33 @@ async function main(): Promise<void> {
   };
   for (const server of [...Object.values(bare), ...Object.values(raw ?? {})]) await stop(server);
 
+  // The image warms Node's compile cache at build (Dockerfile): its starts here (this build's,
+  // the baseline's, telemetry on) read one too, on a Node that has it (22.1 and later), warmed
+  // the same way with this bench's own node flags.
+  const compileCache = hasCompileCache ? join(tmp, "compile-cache") : undefined;
+  for (const cwd of compileCache === undefined ? [] : [ROOT, ...(BASELINE ? [BASELINE] : [])]) {
+    const warm = join(ROOT, "scripts/warm-compile-cache.mjs");
+    execFileSync(NODE, [warm, NODE, INSTANCE_HEAP, ...MCP], {
+      cwd,
+      env: { ...SHELL_ENV, NODE_COMPILE_CACHE: compileCache },
+      stdio: "ignore",
+    });
+  }
+  const imageEnv: Record<string, string> =
+    compileCache === undefined ? {} : { NODE_COMPILE_CACHE: compileCache };
   const colds: number[] = [];
-  /** `node dist/http.js` without the image's node flags. */
+  /** `node dist/http.js` without the image's node flags (nor its compile cache). */
   const plainColds: number[] = [];
   const bareColds: number[] = [];
   const beforeColds: number[] = [];
   const otelColds: number[] = [];
   for (let i = 0; i < COLD_STARTS; i++) {
-    colds.push(await coldStart(MCP));
+    colds.push(await coldStart(MCP, ROOT, imageEnv));
     plainColds.push(await coldStart(["dist/http.js"]));
     bareColds.push(await coldStart(EXPRESS));
-    if (BASELINE) beforeColds.push(await coldStart(MCP, BASELINE));
-    if (withTelemetry) otelColds.push(await coldStart(MCP, ROOT, TELEMETRY_ENV));
+    if (BASELINE) beforeColds.push(await coldStart(MCP, BASELINE, imageEnv));
+    if (withTelemetry)
+      otelColds.push(await coldStart(MCP, ROOT, { ...TELEMETRY_ENV, ...imageEnv }));
   }
   const heap = await heapGrowth();
 
@@ -903,7 +923,7 @@ async function main(): Promise<void> {
   const plainCold = median(plainColds);
   const bareCold = median(bareColds);
   lines.push(
-    `\ncold start (spawn -> first 200 on /healthz), median of ${COLD_STARTS}: ${fmt(cold)} ms as the image starts it, ${fmt(plainCold)} ms as node dist/http.js (bare Express ${fmt(bareCold)} ms)`,
+    `\ncold start (spawn -> first 200 on /healthz), median of ${COLD_STARTS}: ${fmt(cold)} ms as the image starts it${hasCompileCache ? " (its compile cache warmed)" : ""}, ${fmt(plainCold)} ms as node dist/http.js (bare Express ${fmt(bareCold)} ms)`,
   );
   lines.push(
     check(
