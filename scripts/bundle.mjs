@@ -37,6 +37,25 @@ const redisWithoutTelemetry = {
     }));
   },
 };
+// node:http is required, never imported (statically or dynamically): on Node 22 an ESM import of
+// it builds a facade that reads every export, and its lazy WebSocket getters load undici: about
+// 40 ms of a start, against 3 ms for a require (docs/performance.md). The other built-ins' facades
+// cost a millisecond or two and keep their imports. Checked after the build, below.
+const HTTP_MODULE = /^(node:)?http$/;
+const httpRequired = {
+  name: "http-required",
+  setup(build) {
+    build.onResolve({ filter: HTTP_MODULE }, (args) =>
+      args.kind === "import-statement" || args.kind === "dynamic-import"
+        ? { path: args.path, namespace: "required" }
+        : undefined,
+    );
+    build.onLoad({ filter: /.*/, namespace: "required" }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: "js",
+    }));
+  },
+};
 const entryPoints = readdirSync(src, { recursive: true })
   .filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
   .map((file) => `${src}/${file}`);
@@ -75,8 +94,16 @@ await build({
     js: "import { createRequire as __korralRequire } from 'node:module'; const require = __korralRequire(import.meta.url);",
   },
   logLevel: "warning",
-  plugins: [redisWithoutTelemetry],
+  plugins: [redisWithoutTelemetry, httpRequired],
 });
+
+for (const file of readdirSync(dist, { recursive: true })) {
+  if (!file.endsWith(".js")) continue;
+  const code = readFileSync(`${dist}/${file}`, "utf8");
+  if (/from\s*["'](node:)?http["']|import\(\s*["'](node:)?http["']\s*\)/.test(code)) {
+    throw new Error(`dist/${file} imports node:http: it must be required (see httpRequired)`);
+  }
+}
 
 // An executable entry imported by another module would have its code moved into a shared chunk,
 // where its `import.meta.url === argv[1]` start-up guard never matches: fail the build instead.

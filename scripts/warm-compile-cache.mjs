@@ -12,7 +12,7 @@
 // fails, or a cache left empty, fails the build: an image whose start is broken never ships.
 import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -61,8 +61,20 @@ const env = {
   OTEL_EXPORTER_OTLP_ENDPOINT: `http://${CLOSED}`,
 };
 
-const [file, ...args] = command;
+// The server dies with this script (setpriv's parent-death signal, where there is one: Debian's
+// util-linux), and so does the made-up key on a SIGTERM or SIGINT of the script.
+const SETPRIV = "/usr/bin/setpriv";
+const [file, ...args] = existsSync(SETPRIV)
+  ? [SETPRIV, "--pdeathsig", "KILL", "--", ...command]
+  : command;
 const server = spawn(file, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.once(signal, () => {
+    server.kill("SIGKILL");
+    rmSync(work, { recursive: true, force: true });
+    process.exit(1);
+  });
+}
 let output = "";
 let listening = false;
 const read = (chunk) => {
@@ -82,9 +94,13 @@ const [code, signal] = await new Promise((resolve) => {
 clearTimeout(timer);
 rmSync(work, { recursive: true, force: true });
 
+// Files only: this script's own process makes its (empty) directory at its start, and writes
+// its own entries only at its exit.
 let cached = 0;
 try {
-  cached = readdirSync(cacheDir, { recursive: true }).length;
+  cached = readdirSync(cacheDir, { recursive: true, withFileTypes: true }).filter((entry) =>
+    entry.isFile(),
+  ).length;
 } catch {
   // No cache directory: nothing was cached.
 }
@@ -95,3 +111,5 @@ if (!listening || code !== 0 || cached === 0) {
   process.exit(1);
 }
 process.stdout.write(`warm-compile-cache: ${cached} entries in ${cacheDir}\n`);
+// Not held open by anything the server left behind.
+process.exit(0);

@@ -1,5 +1,10 @@
-import type { IncomingMessage, RequestListener, Server, ServerResponse } from "node:http";
-import { createRequire } from "node:module";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AuthInfo } from "@modelcontextprotocol/server";
 import express, { type Request, type Response } from "express";
 import type { Config } from "../config.js";
@@ -35,15 +40,6 @@ import { hostCheck, hostGuard, originCheck, originGuard, rpcError } from "./guar
 import { isLoopbackHost, LOOPBACK_HOSTS } from "./host-patterns.js";
 import { endWithJson } from "./json-answer.js";
 import { mcpHttpHandler } from "./mcp-handler.js";
-
-/**
- * node:http is required, never imported: on Node 22 an ESM import of it builds a facade that reads
- * every export, and its lazy `WebSocket` getters load undici (about 40 ms of every start, measured;
- * a require costs 3 ms).
- */
-const { createServer: createHttpServer } = createRequire(import.meta.url)(
-  "node:http",
-) as typeof import("node:http");
 
 /** The 2025 revision a request names in its header, for its span (none: the latest 2025 one). */
 const legacyRevisionOf = (req: IncomingMessage): string => {

@@ -1,45 +1,49 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { cacheUse, cmdOf, NODE_22 } from "../helpers/compile-cache.js";
 import { DIST, listening, runProcess, spawnProcess } from "../helpers/spawn.js";
 
 /**
- * The image's compile cache (Dockerfile, `scripts/warm-compile-cache.mjs`), rehearsed on the Node
- * 22 the image runs (the conformance suite's, which `.ci/run` installs; Node 20 has no compile
- * cache): the warm-up starts the service once as the CMD does and fills the cache; a later start
- * then reads every module of `dist/` it loads from the cache and compiles none of them again.
+ * `scripts/warm-compile-cache.mjs`, which the image's build runs (the Dockerfile's steps and its
+ * runtime user are rehearsed in runtime-rehearsal.test.ts), on the Node 22 the image runs (Node 20
+ * has no compile cache): it starts the service once and fills the cache, so a later start reads
+ * every module of `dist/` it loads from there and compiles none of them again; a start that
+ * never listens, or that caches nothing, fails it.
  */
 const root = fileURLToPath(new URL("../..", import.meta.url));
-const NODE_22 = join(root, "conformance/node_modules/node/bin/node");
 const WARM = join(root, "scripts/warm-compile-cache.mjs");
-const CMD_FLAGS = ["--min-semi-space-size=8", "--max-semi-space-size=8"];
+const { flags } = cmdOf(readFileSync(join(root, "Dockerfile"), "utf8"));
 
 const work = mkdtempSync(join(tmpdir(), "compile-cache-test-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+const warm = (cache: string, command: string[]) =>
+  runProcess(NODE_22, [WARM, ...command], {
+    env: { PATH: process.env.PATH ?? "", NODE_COMPILE_CACHE: cache },
+    timeoutMs: 60_000,
+  });
 
-describe("Node's compile cache, as the image warms it", () => {
-  it("is available: the conformance suite's Node 22 is installed", () => {
+describe("the compile cache's warm-up", () => {
+  it("is testable: the conformance suite's Node 22 is installed", () => {
     // Without it nothing below can run; `npm ci --prefix conformance` installs it.
     expect(existsSync(NODE_22), NODE_22).toBe(true);
   });
 
-  it("a start after the warm-up reads every module of dist/ it loads from the cache", async () => {
+  it("fills the cache, and a later start reads every module of dist/ it loads from it", async () => {
     const cache = join(work, "cache");
-    const env = { PATH: process.env.PATH ?? "", NODE_COMPILE_CACHE: cache };
-    const warm = await runProcess(NODE_22, [WARM, NODE_22, ...CMD_FLAGS, join(DIST, "http.js")], {
-      env,
-      timeoutMs: 60_000,
-    });
-    expect(warm.code, warm.stderr).toBe(0);
-    expect(warm.stdout).toMatch(/warm-compile-cache: \d+ entries in /);
-    expect(readdirSync(cache, { recursive: true }).length).toBeGreaterThan(50);
+    const warmed = await warm(cache, [NODE_22, ...flags, join(DIST, "http.js")]);
+    expect(warmed.code, warmed.stderr).toBe(0);
+    expect(warmed.stdout).toMatch(/warm-compile-cache: \d+ entries in /);
+    const files = readdirSync(cache, { recursive: true, withFileTypes: true });
+    expect(files.filter((f) => f.isFile()).length).toBeGreaterThan(50);
 
     const run = await listening(
-      spawnProcess(NODE_22, [...CMD_FLAGS, join(DIST, "http.js")], {
+      spawnProcess(NODE_22, [...flags, join(DIST, "http.js")], {
         env: {
-          ...env,
+          PATH: process.env.PATH ?? "",
+          NODE_COMPILE_CACHE: cache,
           PORT: "0",
           HOST: "127.0.0.1",
           KORRAL_LOG_DIR: join(work, "log"),
@@ -48,28 +52,33 @@ describe("Node's compile cache, as the image warms it", () => {
       }),
     );
     expect(await run.stop()).toBe(0);
-    const lines = `${run.stderr()}\n${run.stdout()}`.split("\n");
-    const dist = `file://${DIST}`;
-    const read = lines.filter(
-      (l) => /\[compile cache\] reading cache from /.test(l) && l.includes(dist),
-    );
+    const use = cacheUse(`${run.stderr()}\n${run.stdout()}`, `file://${DIST}`);
     // The HTTP entry and its chunks at least; each found in the cache, none compiled again.
-    expect(read.length).toBeGreaterThan(20);
-    expect(read.filter((l) => /no such file|mismatch|reject/i.test(l))).toEqual([]);
-    const hits = lines.filter((l) => l.includes(dist) && /because cache was the same/.test(l));
-    expect(hits.length).toBe(read.length);
-    expect(lines.filter((l) => /writing cache for/.test(l) && l.includes(dist))).toEqual([]);
+    expect(use.read).toBeGreaterThan(20);
+    expect(use.unusable).toEqual([]);
+    expect(use.hits).toBe(use.read);
+    expect(use.written).toEqual([]);
   });
 
-  it("fails the build, with the server's output, when the start never listens", async () => {
-    const cache = join(work, "broken");
-    const ran = await runProcess(
+  it("fails, with the server's output, when the start never listens", async () => {
+    const ran = await warm(join(work, "broken"), [
       NODE_22,
-      [WARM, NODE_22, "-e", "console.error('no such start'); process.exit(3)"],
-      { env: { PATH: process.env.PATH ?? "", NODE_COMPILE_CACHE: cache }, timeoutMs: 60_000 },
-    );
+      "-e",
+      "console.error('no such start'); process.exit(3)",
+    ]);
     expect(ran.code).toBe(1);
     expect(ran.stderr).toMatch(/did not listen and stop cleanly \(listening: false, exit 3/);
     expect(ran.stderr).toContain("no such start");
+  });
+
+  it("fails when the start listens but caches nothing", async () => {
+    // A stand-in that says it listens and stops cleanly, and loads no module at all.
+    const ran = await warm(join(work, "empty"), [
+      "sh",
+      "-c",
+      'echo "listening on HTTP"; trap "exit 0" TERM; while :; do sleep 0.1; done',
+    ]);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toMatch(/listening: true, exit 0, 0 cache entries/);
   });
 });

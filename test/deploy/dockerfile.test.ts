@@ -123,7 +123,9 @@ describe("Dockerfile", () => {
       `setpriv --reuid=${user} --regid=${user} --init-groups node scripts/warm-compile-cache.mjs ${cmd}`,
     );
     expect(steps.at(-2)).toBe(`chown -R root:root ${dir}`);
-    expect(steps.at(-1)).toBe(`chmod -R a-w ${dir}`);
+    // Node writes its entries 0600: the runtime user must still be able to read them.
+    expect(steps.at(-1)).toBe(`chmod -R a+rX,a-w ${dir}`);
+    expect(steps[0]).toMatch(/^--network=none /);
     // The warm-up runs after the code it compiles is in place, and before the image's user is set.
     const order = runtime.body.map((i) => i);
     const at = (found: Instruction | undefined) => order.indexOf(found as Instruction);

@@ -7,10 +7,12 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_ACCEPTED_KEYS } from "../../src/storelink/seed.js";
 import { type Child, startEmulatorProcess } from "../e2e/processes.js";
+import { cacheUse, cmdOf, NODE_22, warmRunOf } from "../helpers/compile-cache.js";
 import { type FakeGoogle, startFakeGoogle } from "../helpers/google-idp.js";
 import { type RunningRedis, startRedis } from "../helpers/redis.js";
 import {
   freePort,
+  listening,
   runOk,
   runProcess,
   type Spawned,
@@ -297,6 +299,65 @@ describe("DEPLOYMENT.md rehearsed: production-only install, the documented envir
     // The SDK v1 is a test client only: the service never loads it.
     expect(existsSync(join(modules, "@modelcontextprotocol/sdk"))).toBe(false);
   });
+
+  it.runIf(dropPrivileges)(
+    "the compile cache, warmed by the Dockerfile's own steps, is read by the runtime user",
+    async () => {
+      expect(existsSync(NODE_22), `${NODE_22} (npm ci --prefix conformance)`).toBe(true);
+      // Node 22 where the runtime user may run it, and the script where the Dockerfile copies it.
+      const node22 = join(work, "node22");
+      await cp(NODE_22, node22);
+      await chmod(node22, 0o755);
+      await mkdir(join(app, "scripts"), { recursive: true });
+      await cp(
+        join(root, "scripts/warm-compile-cache.mjs"),
+        join(app, "scripts/warm-compile-cache.mjs"),
+      );
+      const cache = join(app, ".compile-cache");
+      // The Dockerfile's RUN as written, its user and its node made this machine's.
+      const dockerfile = read("Dockerfile");
+      const steps = warmRunOf(dockerfile)
+        .replaceAll("/app/.compile-cache", cache)
+        .replace("chown node:node", `chown ${NOBODY}:${NOBODY}`)
+        .replace(
+          "setpriv --reuid=node --regid=node --init-groups",
+          `setpriv --reuid=${NOBODY} --regid=${NOBODY} --clear-groups`,
+        )
+        .replace(
+          / node scripts\/warm-compile-cache\.mjs node /,
+          ` ${node22} scripts/warm-compile-cache.mjs ${node22} `,
+        );
+      expect(steps).not.toMatch(/\bnode:node\b|--reuid=node| node scripts/);
+      await runOk("sh", ["-c", steps], {
+        cwd: app,
+        env: { PATH: process.env.PATH, NODE_COMPILE_CACHE: cache },
+        timeoutMs: 120_000,
+      });
+
+      // The deployment's start, as the runtime user, on the image's Node with its CMD's flags.
+      const { flags, entry } = cmdOf(dockerfile);
+      const run = spawnProcess(
+        SETPRIV,
+        [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", node22, ...flags, entry],
+        {
+          cwd: app,
+          env: {
+            ...serverEnv,
+            PORT: String(await freePort()),
+            NODE_COMPILE_CACHE: cache,
+            NODE_DEBUG_NATIVE: "COMPILE_CACHE",
+          },
+        },
+      );
+      await listening(run);
+      expect(await run.stop()).toBe(0);
+      const use = cacheUse(`${run.stderr()}\n${run.stdout()}`, `file://${join(app, "dist")}/`);
+      expect(use.read).toBeGreaterThan(20);
+      expect(use.unusable).toEqual([]);
+      expect(use.hits).toBe(use.read);
+    },
+    180_000,
+  );
 
   it.runIf(dropPrivileges)("runs as a non-root user that cannot write its own code", async () => {
     const status = readFileSync(`/proc/${server.pid}/status`, "utf8");
