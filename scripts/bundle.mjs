@@ -7,10 +7,12 @@
 // tables body-parser needs only for non-UTF-8 bodies: from node_modules they stay behind lazy
 // require() calls instead of being compiled into the Express chunk at every start.
 import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const dist = fileURLToPath(new URL("../dist", import.meta.url));
+const buildRequire = createRequire(import.meta.url);
 const src = fileURLToPath(new URL("../src", import.meta.url));
 
 // Chunks sit in dist/ itself, beside the files compiled from src/*.ts, so module-relative paths
@@ -39,9 +41,12 @@ const redisWithoutTelemetry = {
 };
 // node:http is required, never imported (statically or dynamically): on Node 22 an ESM import of
 // it builds a facade that reads every export, and its lazy WebSocket getters load undici: about
-// 40 ms of a start, against 3 ms for a require (docs/performance.md). The other built-ins' facades
+// 40 ms of a start, against 3 ms for a require (docs/performance.md). An import of it gets a
+// module that requires it and exports its plain values by name (a dynamically imported chunk
+// has no CommonJS interop), never its getters, which stay unread. The other built-ins' facades
 // cost a millisecond or two and keep their imports. Checked after the build, below.
 const HTTP_MODULE = /^(node:)?http$/;
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 const httpRequired = {
   name: "http-required",
   setup(build) {
@@ -50,10 +55,20 @@ const httpRequired = {
         ? { path: args.path, namespace: "required" }
         : undefined,
     );
-    build.onLoad({ filter: /.*/, namespace: "required" }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(args.path)});`,
-      loader: "js",
-    }));
+    build.onLoad({ filter: /.*/, namespace: "required" }, (args) => {
+      const descriptors = Object.getOwnPropertyDescriptors(buildRequire(args.path));
+      const names = Object.keys(descriptors).filter(
+        (name) => "value" in descriptors[name] && IDENTIFIER.test(name) && name !== "default",
+      );
+      return {
+        contents: [
+          `const required = require(${JSON.stringify(args.path)});`,
+          "export default required;",
+          ...names.map((name) => `export const ${name} = required.${name};`),
+        ].join("\n"),
+        loader: "js",
+      };
+    });
   },
 };
 const entryPoints = readdirSync(src, { recursive: true })

@@ -76,7 +76,7 @@ describe("the compile cache's warm-up", () => {
     const ran = await warm(join(work, "empty"), [
       "sh",
       "-c",
-      'echo "listening on HTTP"; trap "exit 0" TERM; while :; do sleep 0.1; done',
+      'trap "exit 0" TERM; echo "listening on HTTP"; while :; do sleep 0.1; done',
     ]);
     expect(ran.code).toBe(1);
     expect(ran.stderr).toMatch(/listening: true, exit 0, 0 cache entries/);
