@@ -127,8 +127,7 @@ describe("Dockerfile", () => {
     expect(steps.at(-1)).toBe(`chmod -R a+rX,a-w ${dir}`);
     expect(steps[0]).toMatch(/^--network=none /);
     // The warm-up runs after the code it compiles is in place, and before the image's user is set.
-    const order = runtime.body.map((i) => i);
-    const at = (found: Instruction | undefined) => order.indexOf(found as Instruction);
+    const at = (found: Instruction | undefined) => runtime.body.indexOf(found as Instruction);
     const distCopy = all(runtime, "COPY").find((i) => i.args.includes("/app/dist"));
     expect(at(warm)).toBeGreaterThan(at(distCopy));
     expect(at(warm)).toBeLessThan(at(all(runtime, "USER").at(-1)));

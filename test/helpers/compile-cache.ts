@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 
-/** The Node 22 the image runs (the conformance suite's, which `.ci/run` installs). */
+/** The Node 22 the image runs (the conformance suite's, which `.ci/run` installs); also the OAuth tests' authorization server's. */
 export const NODE_22 = fileURLToPath(
   new URL("../../conformance/node_modules/node/bin/node", import.meta.url),
 );

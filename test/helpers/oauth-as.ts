@@ -9,6 +9,7 @@ import {
   type JWTPayload,
   SignJWT,
 } from "jose";
+import { NODE_22 } from "./compile-cache.js";
 import { spawnProcess } from "./spawn.js";
 
 /**
@@ -23,10 +24,7 @@ import { spawnProcess } from "./spawn.js";
  */
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/oauth-as.mjs", import.meta.url));
-/** oidc-provider 9 is made for Node 22; the conformance suite's Node 22 runs it when installed. */
-const NODE_22 = fileURLToPath(
-  new URL("../../conformance/node_modules/node/bin/node", import.meta.url),
-);
+// oidc-provider 9 is made for Node 22; the conformance suite's Node 22 runs it when installed.
 
 export const READ_SCOPE = "storelink.read";
 export const ORDER_SCOPE = "storelink.order";
