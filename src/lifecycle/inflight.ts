@@ -15,6 +15,10 @@ import { abandonedWrite, intentOf, orderFieldsOf } from "../policy/audit.js";
  * UNCERTAIN next to its own CREATED.
  */
 export class InflightCall implements CallRecorder {
+  /** Its neighbours in the registry's list while it runs (only InflightCalls touches these). */
+  listPrev: InflightCall | undefined;
+  listNext: InflightCall | undefined;
+  listed = false;
   #audited = false;
   #lastAudit: AuditRecord | undefined;
   /** The order as handed to StoreLink, once it was. */
@@ -83,29 +87,43 @@ export class InflightCall implements CallRecorder {
 /**
  * The tool calls of this process that have not returned yet, so that a stop (SIGTERM, the end of
  * stdin) can wait for them, and audit the writes among them that outlive the grace period.
+ *
+ * A list through the calls themselves, not a Set: a Set's table is rebuilt each time it grows or
+ * shrinks, and under load the running calls go from none to dozens and back on every turn of the
+ * event loop. A rebuilt table that had reached V8's old generation kept the calls it held, and
+ * through them each request and its answer, alive through the young generation's collections
+ * until the next full one, so nearly every read was promoted (measured: 2.9 KB a read, and a
+ * full collection every 2,000 reads; docs/performance.md). Unlinking a call clears its own
+ * links, so a finished call refers to no other.
  */
 export class InflightCalls {
-  readonly #calls = new Set<InflightCall>();
+  #head: InflightCall | undefined;
+  #size = 0;
   #idle: (() => void)[] = [];
 
   get size(): number {
-    return this.#calls.size;
+    return this.#size;
   }
 
   begin(call: InflightCall): void {
-    this.#calls.add(call);
+    if (call.listed) return;
+    call.listed = true;
+    call.listNext = this.#head;
+    if (this.#head !== undefined) this.#head.listPrev = call;
+    this.#head = call;
+    this.#size++;
   }
 
   end(call: InflightCall): void {
-    this.#calls.delete(call);
-    if (this.#calls.size === 0 && this.#idle.length > 0) {
+    if (call.listed) this.#unlink(call);
+    if (this.#size === 0 && this.#idle.length > 0) {
       for (const resolve of this.#idle.splice(0)) resolve();
     }
   }
 
   /** Resolves once no call is running (at once if none is). */
   whenIdle(): Promise<void> {
-    if (this.#calls.size === 0) return Promise.resolve();
+    if (this.#size === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
@@ -116,9 +134,23 @@ export class InflightCalls {
    */
   abandonAll(): number {
     let writes = 0;
-    for (const call of this.#calls) if (call.abandon()) writes++;
-    this.#calls.clear();
+    while (this.#head !== undefined) {
+      const call = this.#head;
+      this.#unlink(call);
+      if (call.abandon()) writes++;
+    }
     return writes;
+  }
+
+  #unlink(call: InflightCall): void {
+    const { listPrev: prev, listNext: next } = call;
+    if (prev === undefined) this.#head = next;
+    else prev.listNext = next;
+    if (next !== undefined) next.listPrev = prev;
+    call.listPrev = undefined;
+    call.listNext = undefined;
+    call.listed = false;
+    this.#size--;
   }
 }
 
