@@ -14,7 +14,8 @@ process.on("SIGUSR2", async () => {
     await session.post("HeapProfiler.startSampling", {
       samplingInterval: 1024,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      // HEAP_SAMPLE_SURVIVORS=1: only what outlives the young generation (bench:allocations).
+      includeObjectsCollectedByMinorGC: process.env.HEAP_SAMPLE_SURVIVORS !== "1",
     });
     process.stderr.write("HEAP_SAMPLING\n");
     return;
