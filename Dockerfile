@@ -36,7 +36,7 @@ ENV NODE_COMPILE_CACHE=/app/.compile-cache
 COPY scripts/warm-compile-cache.mjs ./scripts/
 RUN --network=none mkdir -p /app/.compile-cache && chown node:node /app/.compile-cache \
   && setpriv --reuid=node --regid=node --init-groups \
-    node scripts/warm-compile-cache.mjs node --min-semi-space-size=8 --max-semi-space-size=8 dist/http.js \
+    node scripts/warm-compile-cache.mjs node --min-semi-space-size=8 --max-semi-space-size=8 --no-allocation-site-pretenuring dist/http.js \
   && chown -R root:root /app/.compile-cache && chmod -R a+rX,a-w /app/.compile-cache
 USER node
 EXPOSE 8080
@@ -46,6 +46,9 @@ EXPOSE 8080
 # Exec form: node receives Cloud Run's SIGTERM from tini itself (npm would swallow it).
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # A fixed 8 MB young generation: V8's default grows each semi-space from 1 to 16 MB, which costs
-# scavenges while the modules load and ~15 MB of RSS under load. See docs/performance.md;
-# `npm run start:http` and `npm run bench` run this same command.
-CMD ["node", "--min-semi-space-size=8", "--max-semi-space-size=8", "dist/http.js"]
+# scavenges while the modules load and ~15 MB of RSS under load. No allocation-site pretenuring:
+# requests are slow while the code warms up, so V8 may judge their objects long-lived and
+# allocate them old from then on, and everything they point to is then promoted too (about one
+# start in three stayed so, a quarter slower). See docs/performance.md; `npm run start:http` and
+# `npm run bench` run this same command.
+CMD ["node", "--min-semi-space-size=8", "--max-semi-space-size=8", "--no-allocation-site-pretenuring", "dist/http.js"]
