@@ -39,7 +39,8 @@ describe("the in-flight registry's list", () => {
 
     calls.end(c); // from the middle
     expect(links(c)).toEqual([undefined, undefined]);
-    expect(links(b)).toEqual([d.call.requestId, a.call.requestId]);
+    expect(links(b)).toEqual([a.call.requestId, d.call.requestId]);
+    expect(links(d)).toEqual([b.call.requestId, undefined]);
     calls.end(d); // the newest
     calls.end(a); // the oldest
     calls.end(a); // again: nothing
@@ -60,7 +61,8 @@ describe("the in-flight registry's list", () => {
     const read = running(recorder, "read");
     const done = running(recorder, "done", true);
     const write = running(recorder, "write", true);
-    for (const call of [read, done, write]) calls.begin(call);
+    const later = running(recorder, "later");
+    for (const call of [read, done, write, later]) calls.begin(call);
     calls.end(done);
     let idle = false;
     void calls.whenIdle().then(() => {
@@ -69,9 +71,12 @@ describe("the in-flight registry's list", () => {
 
     expect(calls.abandonAll()).toBe(1);
     expect(calls.size).toBe(0);
-    expect(recorder.traces.map((t) => t.request_id).sort()).toEqual(["read", "write"]);
+    // Oldest first, as they began.
+    expect(recorder.traces.map((t) => t.request_id)).toEqual(["read", "write", "later"]);
     expect(recorder.audits.map((a) => [a.request_id, a.outcome])).toEqual([["write", "REJECTED"]]);
-    for (const call of [read, done, write]) expect(links(call)).toEqual([undefined, undefined]);
+    for (const call of [read, done, write, later]) {
+      expect(links(call)).toEqual([undefined, undefined]);
+    }
     expect(calls.abandonAll()).toBe(0);
 
     // An abandoned call that returns after all: nothing to remove, and the stop's wait ends.
