@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
 import { startOtlpSink } from "./otlp-sink.js";
+import { startHttpArgs } from "./start-command.js";
 
 const CALLS = Number(process.env.BENCH_CALLS) || 50_000;
 const TOP = Number(process.env.BENCH_TOP) || 15;
@@ -34,14 +35,7 @@ const SAMPLER = fileURLToPath(new URL("./heap-sampler.mjs", import.meta.url));
 const BASELINE = process.env.BENCH_BASELINE || undefined;
 const NODE = process.env.BENCH_NODE || process.execPath;
 const SURVIVORS = process.env.BENCH_SURVIVORS === "1";
-/** The image's node flags: `npm run start:http` is `node <flags> dist/http.js`. */
-const START_FLAGS = (
-  JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
-    scripts: Record<string, string>;
-  }
-).scripts["start:http"]
-  ?.split(" ")
-  .slice(1, -1);
+const START_FLAGS = startHttpArgs(ROOT).flags;
 const tmp = mkdtempSync(join(tmpdir(), "korral-alloc-"));
 writeFileSync(join(tmp, "keys.json"), JSON.stringify(SEED_ACCEPTED_KEYS));
 
@@ -110,7 +104,7 @@ function tally(profile: { head: ProfileNode }, calls: number) {
 
 async function measure(label: string, env: Record<string, string>, root = ROOT) {
   const out = join(tmp, `${label}.heapprofile`);
-  const flags = ["--trace-gc-nvp", ...(START_FLAGS ?? []), "--import", SAMPLER];
+  const flags = ["--trace-gc-nvp", ...START_FLAGS, "--import", SAMPLER];
   const child = spawn(NODE, [...flags, "dist/http.js"], {
     cwd: root,
     env: {

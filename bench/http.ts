@@ -32,6 +32,7 @@ import autocannon from "autocannon";
 import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
 import { startFakeGoogle } from "../test/helpers/google-idp.js";
 import { startOtlpSink } from "./otlp-sink.js";
+import { startHttpArgs } from "./start-command.js";
 
 const quick = process.argv.includes("--quick");
 const withTelemetry = process.argv.includes("--telemetry");
@@ -316,17 +317,8 @@ async function stop(running: Running): Promise<void> {
   await exited;
 }
 
-// Exactly what the image runs: `npm run start:http` is the Dockerfile's CMD (a deploy test holds
-// them together), node flags included.
-const START_HTTP = (
-  JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
-    scripts: Record<string, string>;
-  }
-).scripts["start:http"];
-const MCP = START_HTTP?.split(" ").slice(1) ?? [];
-if (START_HTTP?.split(" ")[0] !== "node" || MCP.at(-1) !== "dist/http.js") {
-  throw new Error(`unexpected start:http script: ${START_HTTP}`);
-}
+// Exactly what the image runs, node flags included.
+const MCP = startHttpArgs(ROOT).args;
 const EXPRESS = ["bench/bare-express.mjs"];
 const RAW_HTTP = ["bench/bare-http.mjs"];
 
@@ -755,7 +747,7 @@ async function main(): Promise<void> {
   const version = execFileSync(NODE, ["--version"], { encoding: "utf8" }).trim();
   lines.push(`node ${version}, ${(await import("node:os")).cpus().length} cpus`);
   lines.push(
-    `service started as the image starts it: ${START_HTTP}; every server with ${INSTANCE_HEAP} (the heap a 512 MiB instance gives)`,
+    `service started as the image starts it: node ${MCP.join(" ")}; every server with ${INSTANCE_HEAP} (the heap a 512 MiB instance gives)`,
   );
   lines.push(
     "CPU per request: the server process's user + system time over a run (all threads) / answers\n",
