@@ -123,6 +123,21 @@ describe("HttpStoreLinkClient transport failures", () => {
     expect((await failure(client.getStock("47", "8847291", key47))).kind).toBe("unavailable");
   });
 
+  it("an answer whose body stops coming: the deadline covers the body too", async () => {
+    // The head and the start of the body, then nothing: the connection stays open.
+    const url = await rawServer((socket) =>
+      socket.once("data", () =>
+        socket.write(
+          "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+        ),
+      ),
+    );
+    const client = new HttpStoreLinkClient({ baseUrl: url, timeoutMs: 150 });
+    const write = await failure(client.createOrder(ORDER, key47));
+    expect(write.kind).toBe("outcome_unknown");
+    expect((await failure(client.getStock("47", "8847291", key47))).kind).toBe("unavailable");
+  });
+
   it("a 500 without a usable body: the write is outcome_unknown, a read unavailable", async () => {
     const url = await rawServer(
       answering(
