@@ -18,7 +18,6 @@ export class InflightCall implements CallRecorder {
   /** Its neighbours in the registry's list while it runs (only InflightCalls touches these). */
   listPrev: InflightCall | undefined;
   listNext: InflightCall | undefined;
-  listed = false;
   #audited = false;
   #lastAudit: AuditRecord | undefined;
   /** The order as handed to StoreLink, once it was. */
@@ -107,8 +106,7 @@ export class InflightCalls {
   }
 
   begin(call: InflightCall): void {
-    if (call.listed) return;
-    call.listed = true;
+    if (this.#holds(call)) return;
     call.listPrev = this.#tail;
     if (this.#tail === undefined) this.#head = call;
     else this.#tail.listNext = call;
@@ -117,7 +115,7 @@ export class InflightCalls {
   }
 
   end(call: InflightCall): void {
-    if (call.listed) this.#unlink(call);
+    if (this.#holds(call)) this.#unlink(call);
     if (this.#size === 0 && this.#idle.length > 0) {
       for (const resolve of this.#idle.splice(0)) resolve();
     }
@@ -152,8 +150,12 @@ export class InflightCalls {
     else next.listPrev = prev;
     call.listPrev = undefined;
     call.listNext = undefined;
-    call.listed = false;
     this.#size--;
+  }
+
+  /** Whether `call` is in the list: only the oldest call has no call before it. */
+  #holds(call: InflightCall): boolean {
+    return call.listPrev !== undefined || this.#head === call;
   }
 }
 
