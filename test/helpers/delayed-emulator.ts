@@ -58,9 +58,13 @@ export async function startDelayedEmulator(delay: number | "held"): Promise<{
 }
 
 /** Polls `check` every 10 ms until it holds, or fails after `timeoutMs`. */
-export async function until(check: () => boolean, what: string, timeoutMs = 10_000) {
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+) {
   const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -24,7 +24,6 @@ import { spawnProcess } from "./spawn.js";
  */
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/oauth-as.mjs", import.meta.url));
-// oidc-provider 9 is made for Node 22; the conformance suite's Node 22 runs it when installed.
 
 export const READ_SCOPE = "storelink.read";
 export const ORDER_SCOPE = "storelink.order";
@@ -72,6 +71,7 @@ export async function startAuthorizationServer(options: {
   const kid = `test-${process.pid}-${Date.now()}`;
   const privateJwk = { ...(await exportJWK(privateKey)), kid };
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: "ES256", use: "sig" };
+  // oidc-provider 9 is made for Node 22: the conformance suite's Node 22 runs it when installed.
   const node = existsSync(NODE_22) ? NODE_22 : process.execPath;
   const run = spawnProcess(node, [FIXTURE], {
     env: {

@@ -100,11 +100,10 @@ describe("which journals are recovered", () => {
     writer.close();
     expect(existsSync(path)).toBe(true);
     let recovered = 0;
-    const deadline = Date.now() + 10_000;
-    while (recovered === 0 && Date.now() < deadline) {
+    await until(async () => {
       recovered = await r.run();
-      if (recovered === 0) await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+      return recovered > 0;
+    }, "the closed writer's lock released");
     expect(recovered).toBe(1);
     expect(await r.run()).toBe(0);
     expect(r.recovered).toEqual(["req_live"]);
