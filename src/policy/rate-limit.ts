@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { RedisLimits } from "../limits/redis.js";
 
@@ -30,7 +30,7 @@ const WINDOW_SECONDS = 60;
  * store, or this process, by choosing a long one.
  */
 export const callerKey = (caller: string): string =>
-  createHash("sha256").update(caller, "utf8").digest("base64url").slice(0, 22);
+  hash("sha256", caller, "base64url").slice(0, 22);
 
 async function takeFrom(
   limiter: Limiter,

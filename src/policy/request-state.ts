@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import { createRequestStateCodec } from "@modelcontextprotocol/server";
 
 /** How long the buyer has to answer a 2026-07-28 confirmation before it must be asked again. */
@@ -26,7 +26,7 @@ export interface BoundOrder {
 
 export function orderDigest(order: BoundOrder): string {
   const fields = [order.store_id, order.sku, order.quantity, order.reason, order.idempotency_key];
-  return createHash("sha256").update(JSON.stringify(fields)).digest("base64url");
+  return hash("sha256", JSON.stringify(fields), "base64url");
 }
 
 export const newNonce = (): string => randomBytes(16).toString("hex");
@@ -98,6 +98,6 @@ function codecOf(bytes: Buffer) {
 
 /** The caller as the state carries it: the client can read the payload, so never in clear. */
 const callerDigest = (caller: string): string =>
-  createHash("sha256").update(`korral-caller:${caller}`).digest("base64url");
+  hash("sha256", `korral-caller:${caller}`, "base64url");
 
 type SignedState = OrderState & { caller: string };

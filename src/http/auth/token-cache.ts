@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * Verified tokens, so that a client's next call costs a hash and a lookup instead of a signature
@@ -11,8 +11,7 @@ export interface TokenCache<T> {
   readonly size: number;
 }
 
-export const tokenDigest = (token: string): string =>
-  createHash("sha256").update(token).digest("base64url");
+export const tokenDigest = (token: string): string => hash("sha256", token, "base64url");
 
 export function tokenCache<T>(limit: number, nowMs: () => number = Date.now): TokenCache<T> {
   const entries = new Map<string, { value: T; expiresAtMs: number }>();
