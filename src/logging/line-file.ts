@@ -30,6 +30,16 @@ export interface AppendOptions {
   written?: () => void;
 }
 
+export interface LineFileOptions {
+  /** Lines a failed attempt left wait in memory and are written once the disk takes lines. */
+  retain?: boolean;
+  /**
+   * A plain line waits up to this long to go out in one write with the lines after it (a durable
+   * line, and close(), send it at once). 0: every line goes as soon as no write is in flight.
+   */
+  batchMs?: number;
+}
+
 /** At most this many lines wait for the disk to take them again; older ones are dropped first. */
 const MAX_RETAINED = 10_000;
 
@@ -82,11 +92,15 @@ export class LineFile {
   /** Lines a failed attempt left, written before any newer line. */
   #retained: Pending[] = [];
   #retry: NodeJS.Timeout | undefined;
+  readonly #batchMs: number;
+  /** Set while plain lines wait for the batch to fill (see LineFileOptions.batchMs). */
+  #batch: NodeJS.Timeout | undefined;
 
-  constructor(path: string, warn: Warn, options: { retain?: boolean } = {}) {
+  constructor(path: string, warn: Warn, options: LineFileOptions = {}) {
     this.path = path;
     this.#warn = warn;
     this.#retain = options.retain === true;
+    this.#batchMs = options.batchMs ?? 0;
   }
 
   /**
@@ -102,8 +116,29 @@ export class LineFile {
     }
     return new Promise<boolean>((done) => {
       this.#queue.push({ data: `${line}\n`, durable, done, written: options.written });
-      this.#flushing ??= this.#drain();
+      this.#flush();
     });
+  }
+
+  /** Starts a write of what is queued: now if it is due, else when the batch's time is up. */
+  #flush(): void {
+    if (this.#flushing) return;
+    if (this.#due()) {
+      clearTimeout(this.#batch);
+      this.#batch = undefined;
+      this.#flushing = this.#drain();
+    } else if (this.#queue.length > 0) {
+      this.#batch ??= setTimeout(() => {
+        this.#batch = undefined;
+        this.#flushing ??= this.#drain(true);
+      }, this.#batchMs);
+    }
+  }
+
+  /** Whether the queued lines go without waiting: a durable one waits for nothing. */
+  #due(): boolean {
+    if (this.#queue.length === 0) return false;
+    return this.#batchMs === 0 || this.#closed || this.#queue.some((p) => p.durable);
   }
 
   /**
@@ -113,6 +148,8 @@ export class LineFile {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#retry);
+    // Lines waiting for their batch go now.
+    this.#flush();
     // A drain started before close() may still pick up lines queued before it: wait for them all.
     while (this.#flushing) await this.#flushing;
     const handle = this.#handle;
@@ -155,8 +192,10 @@ export class LineFile {
     }
   }
 
-  async #drain(): Promise<void> {
-    while (this.#queue.length > 0 || this.#dueRetained()) {
+  /** `now`: the queued lines go in the first write even if they are not due (the batch is up). */
+  async #drain(now = false): Promise<void> {
+    while ((now && this.#queue.length > 0) || this.#due() || this.#dueRetained()) {
+      now = false;
       // Lines a failed attempt left go first, so the file keeps the order lines were made in.
       const batch = this.#retained.concat(this.#queue);
       this.#retained = [];
@@ -174,9 +213,9 @@ export class LineFile {
       if (!written && this.#retain) this.#keep(batch);
       if (!written) break;
     }
-    // Cleared in the same tick as the empty-queue check, so no append can be left unflushed.
+    // Cleared in the same tick as the queue check, so no append can be left unflushed.
     this.#flushing = undefined;
-    if (this.#queue.length > 0) this.#flushing = this.#drain();
+    this.#flush();
   }
 
   /** Retained lines are retried with the next line, or after REOPEN_AFTER_MS on their own. */

@@ -164,4 +164,46 @@ describe("LineFile", () => {
       expect(warnings).toEqual([]);
     });
   });
+  describe("plain lines batched (batchMs)", () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+    // Fake setTimeout: the batch's time is up only when the test says so.
+    const batched = (path: string) => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      return new LineFile(path, warn, { batchMs: 60_000 });
+    };
+
+    it("wait for the batch's time, then go out together, in order", async () => {
+      const path = join(dir, "trace.jsonl");
+      const file = batched(path);
+      const a = file.append("a");
+      const b = file.append("b");
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(existsSync(path)).toBe(false);
+      vi.advanceTimersByTime(60_000);
+      expect(await Promise.all([a, b])).toEqual([true, true]);
+      expect(await readFile(path, "utf8")).toBe("a\nb\n");
+      await file.close();
+    });
+
+    it("a durable line takes the waiting ones with it at once", async () => {
+      const path = join(dir, "audit.log");
+      const file = batched(path);
+      const a = file.append("a");
+      expect(await file.append("b", { durable: true })).toBe(true);
+      expect(await a).toBe(true);
+      expect(await readFile(path, "utf8")).toBe("a\nb\n");
+      await file.close();
+    });
+
+    it("close() writes the waiting lines before it resolves", async () => {
+      const path = join(dir, "trace.jsonl");
+      const file = batched(path);
+      const a = file.append("a");
+      await file.close();
+      expect(await a).toBe(true);
+      expect(await readFile(path, "utf8")).toBe("a\n");
+    });
+  });
 });
