@@ -36,9 +36,62 @@ const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d
 
 /** `value` as this server writes a time, or undefined if it is not a contract date-time. */
 export function contractTime(value: unknown): string | undefined {
-  if (typeof value !== "string" || !DATE_TIME.test(value)) return undefined;
+  if (typeof value !== "string") return undefined;
+  // Most times already come as this server writes them: checked digit by digit, no Date made.
+  if (isWrittenForm(value)) return value;
+  if (!DATE_TIME.test(value)) return undefined;
   const at = new Date(value);
   return Number.isNaN(at.getTime()) ? undefined : at.toISOString();
+}
+
+/**
+ * Whether `value` is exactly what toISOString writes for a real instant: `YYYY-MM-DDTHH:MM:SS.mmmZ`
+ * with a day the month has, the hour below 24 and the second below 60. Anything else (an offset,
+ * another fraction, 24:00, a leap second) goes the long way, through Date.
+ */
+function isWrittenForm(value: string): boolean {
+  if (value.length !== 24) return false;
+  if (
+    value[4] !== "-" ||
+    value[7] !== "-" ||
+    value[10] !== "T" ||
+    value[13] !== ":" ||
+    value[16] !== ":" ||
+    value[19] !== "." ||
+    value[23] !== "Z"
+  ) {
+    return false;
+  }
+  const year = digitsAt(value, 0, 4);
+  const month = digitsAt(value, 5, 2);
+  const day = digitsAt(value, 8, 2);
+  // -1 (not digits) fails every comparison below.
+  if (!(year >= 0 && month >= 1 && month <= 12 && day >= 1)) return false;
+  if (!(digitsAt(value, 11, 2) >= 0 && digitsAt(value, 11, 2) < 24)) return false;
+  if (!(digitsAt(value, 14, 2) >= 0 && digitsAt(value, 14, 2) < 60)) return false;
+  if (!(digitsAt(value, 17, 2) >= 0 && digitsAt(value, 17, 2) < 60)) return false;
+  if (digitsAt(value, 20, 3) < 0) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days =
+    month === 2
+      ? leap
+        ? 29
+        : 28
+      : month === 4 || month === 6 || month === 9 || month === 11
+        ? 30
+        : 31;
+  return day <= days;
+}
+
+/** The number written in `value[at, at + count)`, or -1 if a character there is not a digit. */
+function digitsAt(value: string, at: number, count: number): number {
+  let out = 0;
+  for (let i = at; i < at + count; i++) {
+    const digit = value.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return -1;
+    out = out * 10 + digit;
+  }
+  return out;
 }
 
 /**
