@@ -61,7 +61,7 @@ async function traceTools(): Promise<string[]> {
 
 /**
  * `rm -rf` of the live log directory, as an operator would. The previous call's trace line is
- * written after its answer, so it may recreate the directory while rm runs (ENOTEMPTY); rm
+ * written after its answer (up to 5 ms, with the lines after it), so it may recreate the directory while rm runs (ENOTEMPTY); rm
  * retries then, as a second `rm -rf` would.
  */
 const removeLogDir = () => rm(logDir, { recursive: true, force: true, maxRetries: 5 });
@@ -91,6 +91,8 @@ describe("the log directory vanishing mid-run", () => {
   it("rm -rf between calls: orders still created, one warning per file, logs carry on", async () => {
     expect(await order(24)).toBe("RPL-47-001");
     expect(createdIn(await auditLines())).toEqual(["RPL-47-001"]);
+    // Its trace line is on disk before the directory goes, so the file holds exactly the calls after.
+    await expect.poll(traceTools).toEqual(["create_replenishment_order"]);
 
     await removeLogDir();
 
@@ -130,6 +132,9 @@ describe("the log directory vanishing mid-run", () => {
 
   it("cannot be recreated (a file in its place): calls succeed, one warning, logs resume when it comes back", async () => {
     await order(1);
+    // Its trace line (written up to 5 ms after the answer) must not recreate the directory
+    // between the rm and the file taking its place.
+    await expect.poll(traceTools).toEqual(["create_replenishment_order"]);
     await removeLogDir();
     await writeFile(logDir, "not a directory");
 
