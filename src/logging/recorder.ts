@@ -55,16 +55,16 @@ export interface Recorder extends CallRecorder {
 const defaultWarn: Warn = (message, fields) => opsLog.warn(fields, message);
 
 /**
- * Audit outcomes of calls that never reached StoreLink's write: nothing to lose in a crash, so
- * their lines are not synced. Otherwise a caller could buy one fdatasync per refused call.
- */
-/**
- * A trace line waits up to this long to share one write with the lines after it: a trip to the
- * thread pool per few lines cost a read at 10 clients several percent of its CPU. At a stop the
- * waiting lines are written before the files close.
+ * A trace line waits up to this long to share one write with the lines after it: each write is a
+ * trip to the thread pool, and one per few lines took a read at 10 clients from 81-92 to 96-104 µs
+ * of CPU (docs/performance.md). At a stop the waiting lines are written before the files close.
  */
 const TRACE_BATCH_MS = 5;
 
+/**
+ * Audit outcomes of calls that never reached StoreLink's write: nothing to lose in a crash, so
+ * their lines are not synced. Otherwise a caller could buy one fdatasync per refused call.
+ */
 const NOT_SYNCED: ReadonlySet<AuditOutcome> = new Set<AuditOutcome>(["REJECTED", "PREVIEW"]);
 
 /**

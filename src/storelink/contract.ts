@@ -65,23 +65,30 @@ function isWrittenForm(value: string): boolean {
   const year = digitsAt(value, 0, 4);
   const month = digitsAt(value, 5, 2);
   const day = digitsAt(value, 8, 2);
-  // -1 (not digits) fails every comparison below.
-  if (!(year >= 0 && month >= 1 && month <= 12 && day >= 1)) return false;
-  if (!(digitsAt(value, 11, 2) >= 0 && digitsAt(value, 11, 2) < 24)) return false;
-  if (!(digitsAt(value, 14, 2) >= 0 && digitsAt(value, 14, 2) < 60)) return false;
-  if (!(digitsAt(value, 17, 2) >= 0 && digitsAt(value, 17, 2) < 60)) return false;
-  if (digitsAt(value, 20, 3) < 0) return false;
-  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-  const days =
-    month === 2
-      ? leap
-        ? 29
-        : 28
-      : month === 4 || month === 6 || month === 9 || month === 11
-        ? 30
-        : 31;
-  return day <= days;
+  // digitsAt's -1 (not digits) fails every comparison here.
+  return (
+    year >= 0 &&
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= daysIn(year, month) &&
+    isBelow(value, 11, 24) &&
+    isBelow(value, 14, 60) &&
+    isBelow(value, 17, 60) &&
+    digitsAt(value, 20, 3) >= 0
+  );
 }
+
+function daysIn(year: number, month: number): number {
+  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/** Whether the two digits at `at` are a number below `limit`. */
+const isBelow = (value: string, at: number, limit: number): boolean => {
+  const n = digitsAt(value, at, 2);
+  return n >= 0 && n < limit;
+};
 
 /** The number written in `value[at, at + count)`, or -1 if a character there is not a digit. */
 function digitsAt(value: string, at: number, count: number): number {
