@@ -95,6 +95,8 @@ export class LineFile {
   readonly #batchMs: number;
   /** Set while plain lines wait for the batch to fill (see LineFileOptions.batchMs). */
   #batch: NodeJS.Timeout | undefined;
+  /** Whether #queue holds a durable line (kept, not searched for: checked on every append). */
+  #durableQueued = false;
 
   constructor(path: string, warn: Warn, options: LineFileOptions = {}) {
     this.path = path;
@@ -116,6 +118,7 @@ export class LineFile {
     }
     return new Promise<boolean>((done) => {
       this.#queue.push({ data: `${line}\n`, durable, done, written: options.written });
+      if (durable) this.#durableQueued = true;
       this.#flush();
     });
   }
@@ -138,7 +141,7 @@ export class LineFile {
   /** Whether the queued lines go without waiting: a durable one waits for nothing. */
   #due(): boolean {
     if (this.#queue.length === 0) return false;
-    return this.#batchMs === 0 || this.#closed || this.#queue.some((p) => p.durable);
+    return this.#batchMs === 0 || this.#closed || this.#durableQueued;
   }
 
   /**
@@ -200,6 +203,7 @@ export class LineFile {
       const batch = this.#retained.concat(this.#queue);
       this.#retained = [];
       this.#queue = [];
+      this.#durableQueued = false;
       let written = false;
       try {
         written = await this.#write(batch);
