@@ -92,7 +92,7 @@ describe("the log directory vanishing mid-run", () => {
     expect(await order(24)).toBe("RPL-47-001");
     expect(createdIn(await auditLines())).toEqual(["RPL-47-001"]);
     // Its trace line is on disk before the directory goes, so the file holds exactly the calls after.
-    await expect.poll(traceTools).toEqual(["create_replenishment_order"]);
+    await expect.poll(traceTools, { timeout: 10_000 }).toEqual(["create_replenishment_order"]);
 
     await removeLogDir();
 
@@ -134,7 +134,7 @@ describe("the log directory vanishing mid-run", () => {
     await order(1);
     // Its trace line (written up to 5 ms after the answer) must not recreate the directory
     // between the rm and the file taking its place.
-    await expect.poll(traceTools).toEqual(["create_replenishment_order"]);
+    await expect.poll(traceTools, { timeout: 10_000 }).toEqual(["create_replenishment_order"]);
     await removeLogDir();
     await writeFile(logDir, "not a directory");
 
