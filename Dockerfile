@@ -10,7 +10,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 # esbuild compiles src/ to dist/ (shared chunks: a shorter cold start); CI type-checks.
-COPY scripts/bundle.mjs ./scripts/
+COPY scripts/bundle.mjs scripts/node-bundle.mjs ./scripts/
 RUN npm run build
 
 # --- runtime: production dependencies and compiled code only ---

@@ -29,6 +29,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
+import { build } from "esbuild";
+import { NODE_BUNDLE } from "../scripts/node-bundle.mjs";
 import { SEED_ACCEPTED_KEYS } from "../src/storelink/seed.js";
 import { startFakeGoogle } from "../test/helpers/google-idp.js";
 import { startOtlpSink } from "./otlp-sink.js";
@@ -321,6 +323,8 @@ async function stop(running: Running): Promise<void> {
 const MCP = startHttpArgs(ROOT).args;
 const EXPRESS = ["bench/bare-express.mjs"];
 const RAW_HTTP = ["bench/bare-http.mjs"];
+/** Express, the MCP SDK v2 server and zod loaded, one tool: the start no such server beats. */
+const SDK_FLOOR_SOURCE = "bench/sdk-floor.mjs";
 
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 /** CPU a process has used, user + system, all its threads (/proc/<pid>/stat), in ms. */
@@ -474,9 +478,12 @@ async function coldStart(
       await new Promise((r) => setTimeout(r, 2));
     }
   } finally {
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGTERM");
-    await exited;
+    // A server that already exited (it failed to start) has no exit event left to wait for.
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    }
     children.delete(child);
   }
 }
@@ -723,12 +730,19 @@ async function main(): Promise<void> {
   /** `node dist/http.js` without the image's node flags (nor its compile cache). */
   const plainColds: number[] = [];
   const bareColds: number[] = [];
+  const floorColds: number[] = [];
+  // Bundled as dist/ is (scripts/node-bundle.mjs): the floor's start at its best, as ours is.
+  // Inside node_modules, so the bundle's external packages resolve as dist/'s do.
+  const floorDir = join(ROOT, "node_modules/.cache/korral-bench/sdk-floor");
+  await build({ ...NODE_BUNDLE, entryPoints: [join(ROOT, SDK_FLOOR_SOURCE)], outdir: floorDir });
+  const sdkFloor = [join(floorDir, "sdk-floor.js")];
   const beforeColds: number[] = [];
   const otelColds: number[] = [];
   for (let i = 0; i < COLD_STARTS; i++) {
     colds.push(await coldStart(MCP, ROOT, imageEnv));
     plainColds.push(await coldStart(["dist/http.js"]));
     bareColds.push(await coldStart(EXPRESS));
+    floorColds.push(await coldStart(sdkFloor));
     if (BASELINE) beforeColds.push(await coldStart(MCP, BASELINE, imageEnv));
     if (withTelemetry)
       otelColds.push(await coldStart(MCP, ROOT, { ...TELEMETRY_ENV, ...imageEnv }));
@@ -914,8 +928,13 @@ async function main(): Promise<void> {
   const cold = median(colds);
   const plainCold = median(plainColds);
   const bareCold = median(bareColds);
+  const floorCold = median(floorColds);
   lines.push(
     `\ncold start (spawn -> first 200 on /healthz), median of ${COLD_STARTS}: ${fmt(cold)} ms as the image starts it${hasCompileCache ? " (its compile cache warmed)" : ""}, ${fmt(plainCold)} ms as node dist/http.js (bare Express ${fmt(bareCold)} ms)`,
+  );
+  // Started as bare Express and node dist/http.js are: no node flags, no compile cache.
+  lines.push(
+    `the SDK's floor (Express + MCP SDK v2 + zod, one tool: ${SDK_FLOOR_SOURCE}, bundled as dist/ is): ${fmt(floorCold)} ms, ${fmt(floorCold / bareCold, 2)}x bare Express's; node dist/http.js is ${fmt(plainCold / floorCold, 2)}x the floor`,
   );
   lines.push(
     check(

@@ -155,6 +155,7 @@ describe(".dockerignore", () => {
         "package-lock.json",
         "package.json",
         "scripts/bundle.mjs",
+        "scripts/node-bundle.mjs",
         "scripts/warm-compile-cache.mjs",
         "src",
         "tsconfig.json",
@@ -167,9 +168,11 @@ describe(".dockerignore", () => {
     const copied = all(stages[0] as Stage, "COPY")
       .map((i) => i.args)
       .join(" ");
-    const siblings = [...read("scripts/bundle.mjs").matchAll(/new URL\("\.\/([^"]+)"/g)].map(
-      (m) => `scripts/${m[1]}`,
-    );
+    // Files it opens (`new URL("./x", import.meta.url)`) and modules it imports ("./x.mjs").
+    const siblings = [
+      ...read("scripts/bundle.mjs").matchAll(/(?:new URL\(|from )"\.\/([^"]+)"/g),
+    ].map((m) => `scripts/${m[1]}`);
+    expect(siblings).toContain("scripts/node-bundle.mjs");
     for (const file of siblings) {
       expect(allowed.has(file), file).toBe(true);
       expect(copied, file).toContain(file);
