@@ -38,7 +38,7 @@ export class InflightCall implements CallRecorder {
     return this.#lastAudit;
   }
 
-  audit(record: AuditRecord, context?: TraceFields): Promise<boolean | void> {
+  audit(record: AuditRecord, context?: TraceFields): Promise<boolean | undefined> {
     this.#audited = true;
     this.#lastAudit = record;
     return this.recorder.audit(record, context);

@@ -93,7 +93,7 @@ export interface CallRecorder {
    * Resolves once the record is durable (for CREATED: on disk) or has been given up on; a
    * recorder that writes files says whether the line is whole on disk (see Recorder).
    */
-  audit(record: AuditRecord, context?: TraceFields): Promise<boolean | void>;
+  audit(record: AuditRecord, context?: TraceFields): Promise<boolean | undefined>;
   /**
    * A write is being handed to StoreLink (synchronously durable, before it is sent): its audit
    * line, keyed by the same request id, is its outcome. See logging/intents.ts.
@@ -104,6 +104,6 @@ export interface CallRecorder {
 /** Records nothing; for tests that do not look at logs. */
 export const nullRecorder: CallRecorder = {
   trace() {},
-  async audit() {},
+  audit: () => Promise.resolve(undefined),
   intend() {},
 };

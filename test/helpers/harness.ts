@@ -40,8 +40,9 @@ export class MemoryRecorder implements CallRecorder {
   trace(record: TraceRecord): void {
     this.traces.push(record);
   }
-  async audit(record: AuditRecord): Promise<void> {
+  async audit(record: AuditRecord): Promise<undefined> {
     this.audits.push(record);
+    return undefined;
   }
   readonly intents: IntentRecord[] = [];
   intend(intent: IntentRecord): void {
