@@ -104,6 +104,8 @@ export interface CallRecorder {
 /** Records nothing; for tests that do not look at logs. */
 export const nullRecorder: CallRecorder = {
   trace() {},
-  audit: () => Promise.resolve(undefined),
+  async audit() {
+    return undefined;
+  },
   intend() {},
 };
